@@ -1,0 +1,1 @@
+"""The plane stores: memory (chunks + vectors) and affect (states + events), with references."""

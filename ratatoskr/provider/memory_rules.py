@@ -1,0 +1,237 @@
+"""What a valid memory call is: the pins of the memory contract, shared by both stores.
+
+Everything here runs before any storage is touched, and every failure names the field and
+the record id, never a value.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ratatoskr.provider.cosine import F32
+from ratatoskr.storage import idempotency
+from ratatoskr.wire.canonical import canonical_json, check_json_value, digest
+from ratatoskr.wire.errors import InvalidArguments
+from ratatoskr.wire.scope import (
+    Scope,
+    confine_filter,
+    require_inside,
+    validate_filter,
+    validate_scope,
+)
+
+MAX_RECORDS = 1000
+MAX_IDS = 1000
+MAX_TOP_K = 1000
+MAX_ID_CHARS = 512
+ID_KEYS = ("id", "chunk_id", "memory_id")
+VECTOR_KEYS = ("embedding", "vector")
+INJECTED = "injected_context"
+
+CAPABILITIES: dict[str, Any] = {
+    "relational_edges_supported": False,
+    "optimistic_locking_supported": True,
+    "atomic_supersede_supported": False,
+    "transaction_supported": False,
+    "filterable_metadata_fields": [],
+}
+LIMITS = {"max_records": MAX_RECORDS, "max_ids": MAX_IDS, "max_top_k": MAX_TOP_K}
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """A record as the store reads it: the structural surface plus the verbatim JSON."""
+
+    chunk_id: str
+    vector: F32
+    scope: Scope
+    origin: str | None
+    record: dict[str, Any]
+    record_json: bytes
+
+
+@dataclass(frozen=True)
+class UpsertCall:
+    chunks: list[Chunk]
+    idempotency_key: str
+    idempotency_class: str
+    expected_revisions: dict[str, int] | None
+    digest: str
+
+
+@dataclass(frozen=True)
+class SearchCall:
+    vector: F32
+    top_k: int
+    scope_all: Scope
+    scope_any: list[Scope]
+    include_embedding: bool
+
+
+def check_id(value: Any, field: str) -> str:
+    if not isinstance(value, str) or not 1 <= len(value) <= MAX_ID_CHARS:
+        raise InvalidArguments(f"{field} must be a string of 1..{MAX_ID_CHARS} characters")
+    return value
+
+
+def check_ids(ids: Any) -> list[str]:
+    """A list of 1..1000 ids, duplicates folded (first occurrence kept)."""
+    if not isinstance(ids, list) or not 1 <= len(ids) <= MAX_IDS:
+        raise InvalidArguments(f"ids must be a list of 1..{MAX_IDS} strings")
+    seen: dict[str, None] = {}
+    for i, value in enumerate(ids):
+        seen.setdefault(check_id(value, f"ids[{i}]"), None)
+    return list(seen)
+
+
+def check_vector(value: Any, dim: int, field: str) -> F32:
+    """Exactly ``dim`` finite numbers (booleans excluded), not all zero; kept as float32."""
+    if not isinstance(value, list) or len(value) != dim:
+        raise InvalidArguments(f"{field} must be a list of {dim} numbers")
+    for x in value:
+        if isinstance(x, bool) or not isinstance(x, int | float):
+            raise InvalidArguments(f"{field} must hold only numbers")
+    try:
+        with np.errstate(over="ignore", invalid="ignore"):
+            vector = np.asarray(value, dtype=np.float32)
+    except OverflowError:
+        raise InvalidArguments(f"{field} holds a number beyond float32 range") from None
+    if not np.all(np.isfinite(vector)):
+        raise InvalidArguments(f"{field} holds a non-finite number or one beyond float32 range")
+    if not np.any(vector):
+        raise InvalidArguments(f"{field} is all zero (cosine is undefined)")
+    return vector
+
+
+def record_id(record: dict[str, Any], field: str) -> str:
+    for key in ID_KEYS:
+        if key in record:
+            return check_id(record[key], f"{field}.{key}")
+    raise InvalidArguments(f"{field} has no id (one of {', '.join(ID_KEYS)})")
+
+
+def parse_chunk(record: Any, index: int, dim: int) -> Chunk:
+    field = f"records[{index}]"
+    if not isinstance(record, dict):
+        raise InvalidArguments(f"{field} must be an object")
+    chunk_id = record_id(record, field)
+    where = f"{field} (id {chunk_id})"
+    vector_key = next((k for k in VECTOR_KEYS if k in record), None)
+    if vector_key is None:
+        raise InvalidArguments(f"{where} has no embedding")
+    vector = check_vector(record[vector_key], dim, f"{where}.{vector_key}")
+    scope = validate_scope(record.get("scope", {}), f"{where}.scope")
+    origin = record.get("origin")
+    if origin is not None and not isinstance(origin, str):
+        raise InvalidArguments(f"{where}.origin must be a string")
+    has_source = record.get("injection_source") is not None
+    if origin == INJECTED and not has_source:
+        raise InvalidArguments(f"{where}: origin injected_context requires injection_source")
+    if origin != INJECTED and has_source:
+        raise InvalidArguments(f"{where}: injection_source is only allowed on injected_context")
+    check_json_value(record, where, skip_key=vector_key)
+    return Chunk(chunk_id, vector, scope, origin, record, canonical_json(record, where))
+
+
+def parse_upsert(
+    records: Any,
+    idempotency_key: Any,
+    expected_revisions: Any,
+    idempotency_class: Any,
+    dim: int,
+) -> UpsertCall:
+    key = idempotency.parse_key(idempotency_key)
+    klass = idempotency.parse_class(idempotency_class)
+    if not isinstance(records, list) or not 1 <= len(records) <= MAX_RECORDS:
+        raise InvalidArguments(f"records must be a list of 1..{MAX_RECORDS} objects")
+    chunks = [parse_chunk(r, i, dim) for i, r in enumerate(records)]
+    ids = [c.chunk_id for c in chunks]
+    if len(set(ids)) != len(ids):
+        dupes = sorted({i for i in ids if ids.count(i) > 1})
+        raise InvalidArguments(f"records name the same id twice: {', '.join(dupes[:10])}")
+    expected = parse_expected(expected_revisions, set(ids))
+    payload_digest = digest(
+        {"records": records, "expected_revisions": expected_revisions}, "records"
+    )
+    return UpsertCall(chunks, key, klass, expected, payload_digest)
+
+
+def parse_expected(value: Any, ids: set[str]) -> dict[str, int] | None:
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise InvalidArguments("expected_revisions must be an object from id to revision")
+    for chunk_id, revision in value.items():
+        if isinstance(revision, bool) or not isinstance(revision, int) or revision < 0:
+            raise InvalidArguments(f"expected_revisions[{chunk_id}] must be an integer >= 0")
+        if chunk_id not in ids:
+            raise InvalidArguments(f"expected_revisions names {chunk_id}, which is not in records")
+    return dict(value)
+
+
+def parse_search(
+    vector: Any,
+    top_k: Any,
+    scope_all: Any,
+    scope_any: Any,
+    metadata_filter: Any,
+    include: Any,
+    fidelity_target: Any,
+    dim: int,
+) -> SearchCall:
+    query = check_vector(vector, dim, "vector")
+    if isinstance(top_k, bool) or not isinstance(top_k, int) or not 1 <= top_k <= MAX_TOP_K:
+        raise InvalidArguments(f"top_k must be an integer in 1..{MAX_TOP_K}")
+    if metadata_filter not in (None, {}):
+        raise InvalidArguments("metadata_filter is not supported (no filterable fields)")
+    include_embedding = True
+    if include is not None:
+        if not isinstance(include, dict) or set(include) - {"embedding"}:
+            raise InvalidArguments("include may only hold the key embedding")
+        if "embedding" in include:
+            if not isinstance(include["embedding"], bool):
+                raise InvalidArguments("include.embedding must be a boolean")
+            include_embedding = include["embedding"]
+    if fidelity_target is not None and (
+        isinstance(fidelity_target, bool)
+        or not isinstance(fidelity_target, int | float)
+        or not 0 < fidelity_target <= 1
+    ):
+        raise InvalidArguments("fidelity_target must be null or a number in (0, 1]")
+    all_, any_ = validate_filter(scope_all, scope_any)
+    return SearchCall(query, top_k, all_, any_, include_embedding)
+
+
+def confine_search(call: SearchCall, token_scope: Mapping[str, str]) -> SearchCall:
+    all_, any_ = confine_filter(call.scope_all, call.scope_any, token_scope)
+    return SearchCall(call.vector, call.top_k, all_, any_, call.include_embedding)
+
+
+def confine_writes(chunks: list[Chunk], token_scope: Mapping[str, str]) -> None:
+    for chunk in chunks:
+        require_inside(chunk.scope, token_scope, f"record {chunk.chunk_id}")
+
+
+def search_hit(
+    record: dict[str, Any], chunk_id: str, score: float, revision: int, include_embedding: bool
+) -> dict[str, Any]:
+    """One search result: the chunk verbatim, its score, its recalled view and revision."""
+    chunk = record
+    if not include_embedding:
+        chunk = {k: v for k, v in record.items() if k not in VECTOR_KEYS}
+    view = chunk.get("distillate", chunk)
+    return {
+        "chunk": chunk,
+        "chunk_id": chunk_id,
+        "score": score,
+        "recalled_view": view,
+        "revision": revision,
+    }
+
+
+def with_revision(record: dict[str, Any], revision: int) -> dict[str, Any]:
+    return {**record, "revision": revision}

@@ -1,0 +1,1 @@
+"""SQLite pieces shared by both planes: opening, pragmas, migrations, idempotency, cursors."""

@@ -1,0 +1,1 @@
+"""The Bifrost wire as ratatoskr serves it. Nothing in this package touches SQLite."""
