@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -86,17 +87,14 @@ def test_parity_vs_reference_upsert_many(tmp_path: Path) -> None:
         ([chunk("x", vec(1), origin="injected_context")], "k4", None),  # INV-007
     ]
     for records, key, expected in script:
+        kwargs: dict[str, Any] = {
+            "idempotency_key": key,
+            "ctx": CTX,
+            "expected_revisions": expected,
+        }
         same(
-            outcome(
-                lambda s=ours: s.upsert_many(
-                    records, idempotency_key=key, ctx=CTX, expected_revisions=expected
-                )
-            ),
-            outcome(
-                lambda s=ref: s.upsert_many(
-                    records, idempotency_key=key, ctx=CTX, expected_revisions=expected
-                )
-            ),
+            outcome(partial(ours.upsert_many, records, **kwargs)),
+            outcome(partial(ref.upsert_many, records, **kwargs)),
         )
     assert ours.get_many(["a", "b", "x"]) == ref.get_many(["a", "b", "x"])
     ours.close()
@@ -125,8 +123,8 @@ def test_parity_vs_reference_search(tmp_path: Path) -> None:
     for filt in queries:
         for top_k in (1, 3, 10, 50):
             same(
-                outcome(lambda s=ours: s.search(vec(1, 1), top_k=top_k, **filt)),
-                outcome(lambda s=ref: s.search(vec(1, 1), top_k=top_k, **filt)),
+                outcome(partial(ours.search, vec(1, 1), top_k=top_k, **filt)),
+                outcome(partial(ref.search, vec(1, 1), top_k=top_k, **filt)),
             )
     ours.close()
 
