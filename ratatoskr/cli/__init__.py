@@ -15,7 +15,11 @@ def build_parser() -> argparse.ArgumentParser:
         description="Durable memory and affect provider for Worldtree (Bifrost wire v0.6).",
     )
     parser.add_argument("--version", action="version", version=f"ratatoskr {__version__}")
-    parser.add_subparsers(dest="command", metavar="COMMAND")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    from ratatoskr.cli import call, token
+
+    for module in (token, call):
+        module.register(commands)
     return parser
 
 

@@ -21,7 +21,7 @@ import os
 import shutil
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import apsw
 import numpy as np
@@ -34,6 +34,9 @@ from ratatoskr.storage.idempotency import CLASS_TTL_SECONDS, IdempotencyTable, i
 from ratatoskr.wire.context import CallContext
 from ratatoskr.wire.errors import InvalidArguments, RevisionMismatch, ScopeForbidden
 from ratatoskr.wire.scope import AXES, Scope, contains
+
+if TYPE_CHECKING:
+    from starlette.applications import Starlette
 
 COLUMNS = {"tenant": "tenant", "group": "grp", "end_user": "end_user", "agent_self": "agent_self"}
 CANDIDATE_MARGIN = 8
@@ -374,8 +377,36 @@ def open_memory_store(
     return RatatoskrMemoryStore(db, embedding_dim, clock=clock)
 
 
+def jti_ledger_path(store: RatatoskrMemoryStore) -> str:
+    """Where the replay ledger of an app over ``store`` lives: beside its database file, so
+    every worker process serving that file shares it (``:memory:`` for an in-memory store)."""
+    if store.db.in_memory:
+        return ":memory:"
+    root, _ = os.path.splitext(store.db.path)
+    return root + ".jti.db"
+
+
+def build_memory_provider_app(
+    store: RatatoskrMemoryStore, heimdall_key: bytes, consumer_id: str = "ratatoskr"
+) -> Starlette:
+    """The memory plane over ``store`` as a Bifrost wire app (the seed contract's entry).
+
+    HTTP is imported here, not at module import, so the store stays usable without it.
+    """
+    describe = getattr(store, "describe_store", None)
+    if describe is None or not isinstance(describe(), dict):
+        raise ValueError("store.describe_store() must return a capability dict")
+    if not isinstance(heimdall_key, bytes | bytearray) or not heimdall_key:
+        raise ValueError("heimdall_key must be non-empty bytes")
+    from ratatoskr.planes.apps import build_memory_app
+
+    ledger = jti_ledger_path(store) if isinstance(store, RatatoskrMemoryStore) else ":memory:"
+    return build_memory_app(store, bytes(heimdall_key), consumer_id, ledger_path=ledger)
+
+
 __all__ = [
     "InvalidArguments",
     "RatatoskrMemoryStore",
+    "build_memory_provider_app",
     "open_memory_store",
 ]

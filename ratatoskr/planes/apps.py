@@ -1,0 +1,116 @@
+"""App factories: the planes, a verifier and a replay ledger assembled into a Starlette app.
+
+``build_plane_app`` serves any set of planes (the composite server passes memory and
+affect); ``build_memory_app`` is the standalone memory provider of the seed contract.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import orjson
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from ratatoskr.planes.affect import AffectStore, affect_plane
+from ratatoskr.planes.memory import MemoryStore, memory_plane
+from ratatoskr.storage.jti import JtiLedger
+from ratatoskr.wire.http import DEFAULT_MAX_BODY_BYTES, WireEndpoints
+from ratatoskr.wire.keys import Keyring
+from ratatoskr.wire.openapi import openapi_document
+from ratatoskr.wire.plane import Plane
+from ratatoskr.wire.replay import ReplayGuard
+from ratatoskr.wire.tokens import DEFAULT_CONSUMER, DEFAULT_ISSUER, TokenVerifier
+
+
+def build_plane_app(
+    planes: Sequence[Plane],
+    verifier: TokenVerifier,
+    replay_guard: ReplayGuard,
+    consumer_id: str,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+) -> Starlette:
+    """The wire over ``planes``, plus ``GET /openapi.json`` describing exactly them."""
+    if not planes:
+        raise ValueError("an app serves at least one plane")
+    if verifier.audience != consumer_id:
+        raise ValueError("the verifier's audience must be the consumer id")
+    wire = WireEndpoints(planes, verifier, replay_guard, consumer_id, max_body_bytes=max_body_bytes)
+    document = orjson.dumps(openapi_document([p.table for p in planes]))
+
+    async def openapi(request: Request) -> Response:
+        return Response(document, media_type="application/json")
+
+    routes = [*wire.routes(), Route("/openapi.json", openapi, methods=["GET"])]
+    app = Starlette(routes=routes)
+    app.state.wire = wire
+    return app
+
+
+def build_memory_app(
+    store: MemoryStore,
+    heimdall_key: bytes | Keyring,
+    consumer_id: str = DEFAULT_CONSUMER,
+    *,
+    replay_guard: ReplayGuard | None = None,
+    ledger_path: str = ":memory:",
+    issuer: str = DEFAULT_ISSUER,
+    allow_unscoped: bool = False,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    **verifier_options: Any,
+) -> Starlette:
+    """The standalone memory provider.
+
+    Without a ``replay_guard`` a jti ledger is opened at ``ledger_path``; the default
+    ``":memory:"`` protects one process only, so a multi-worker server passes a file.
+    """
+    if store is None:
+        raise ValueError("the memory app needs a store")
+    keyring = (
+        heimdall_key
+        if isinstance(heimdall_key, Keyring)
+        else Keyring(heimdall_key, setting="heimdall_key")
+    )
+    verifier = TokenVerifier(
+        keyring,
+        issuer=issuer,
+        audience=consumer_id,
+        allow_unscoped=allow_unscoped,
+        **verifier_options,
+    )
+    guard = replay_guard if replay_guard is not None else JtiLedger(ledger_path)
+    return build_plane_app([memory_plane(store)], verifier, guard, consumer_id, max_body_bytes)
+
+
+def build_affect_app(
+    store: AffectStore,
+    heimdall_key: bytes | Keyring,
+    consumer_id: str = DEFAULT_CONSUMER,
+    *,
+    replay_guard: ReplayGuard | None = None,
+    ledger_path: str = ":memory:",
+    issuer: str = DEFAULT_ISSUER,
+    allow_unscoped: bool = False,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    **verifier_options: Any,
+) -> Starlette:
+    """The standalone affect provider; the replay ledger works as in ``build_memory_app``."""
+    if store is None:
+        raise ValueError("the affect app needs a store")
+    keyring = (
+        heimdall_key
+        if isinstance(heimdall_key, Keyring)
+        else Keyring(heimdall_key, setting="heimdall_key")
+    )
+    verifier = TokenVerifier(
+        keyring,
+        issuer=issuer,
+        audience=consumer_id,
+        allow_unscoped=allow_unscoped,
+        **verifier_options,
+    )
+    guard = replay_guard if replay_guard is not None else JtiLedger(ledger_path)
+    return build_plane_app([affect_plane(store)], verifier, guard, consumer_id, max_body_bytes)

@@ -1,0 +1,275 @@
+"""The memory plane's verb table: which verbs, which args, and the store call behind each.
+
+Argument rules live in ``memory_rules`` (shared with both stores); this table only routes
+them so that validation and confinement (``prepare``) run before the replay check and the
+store (``execute``). Any store with the methods of ``MemoryStore`` can serve it: the SQLite
+store, or the reference store the parity tests put behind the same app.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+from ratatoskr.provider import memory_rules as rules
+from ratatoskr.wire.context import CallContext
+from ratatoskr.wire.plane import Plane, Verb, VerbTable, no_args
+
+PLANE = "memory"
+GATED_VERBS = frozenset(
+    {
+        "upsert_edges",
+        "get_edges_for",
+        "scan",
+        "mark_invalid",
+        "mark_superseded",
+        "patch_many",
+        "atomic_supersede",
+    }
+)
+
+
+class MemoryStore(Protocol):
+    """What the memory plane needs of a store (``RatatoskrMemoryStore`` and the reference)."""
+
+    embedding_dim: int
+
+    def describe_store(self) -> dict[str, Any]: ...
+    def health(self) -> dict[str, Any]: ...
+    def upsert_parsed(self, call: rules.UpsertCall, ctx: CallContext) -> dict[str, Any]: ...
+    def search_parsed(self, call: rules.SearchCall) -> list[dict[str, Any]]: ...
+    def get(self, chunk_id: str, *, ctx: CallContext | None = None) -> dict[str, Any] | None: ...
+    def get_many(
+        self, ids: list[str], *, ctx: CallContext | None = None
+    ) -> list[dict[str, Any]]: ...
+    def delete_many(self, ids: list[str], *, ctx: CallContext | None = None) -> dict[str, int]: ...
+
+
+# -- prepare: validation and confinement, no storage ------------------------------------
+
+
+def _prepare_upsert(dim: int) -> Any:
+    def prepare(args: Mapping[str, Any], ctx: CallContext) -> rules.UpsertCall:
+        call = rules.parse_upsert(
+            args.get("records"),
+            args.get("idempotency_key"),
+            args.get("expected_revisions"),
+            args.get("idempotency_class"),
+            dim,
+        )
+        rules.confine_writes(call.chunks, ctx.scope)
+        return call
+
+    return prepare
+
+
+def _prepare_search(dim: int) -> Any:
+    def prepare(args: Mapping[str, Any], ctx: CallContext) -> rules.SearchCall:
+        call = rules.parse_search(
+            args.get("vector"),
+            args.get("top_k"),
+            args.get("scope_all"),
+            args.get("scope_any"),
+            args.get("metadata_filter"),
+            args.get("include"),
+            args.get("fidelity_target"),
+            dim,
+        )
+        return rules.confine_search(call, ctx.scope)
+
+    return prepare
+
+
+def _prepare_get(args: Mapping[str, Any], ctx: CallContext) -> str:
+    return rules.check_id(args.get("chunk_id"), "chunk_id")
+
+
+def _prepare_ids(args: Mapping[str, Any], ctx: CallContext) -> list[str]:
+    return rules.check_ids(args.get("ids"))
+
+
+# -- execute: the store -----------------------------------------------------------------
+
+
+def _describe_store(store: MemoryStore, prepared: None, ctx: CallContext) -> dict[str, Any]:
+    return store.describe_store()
+
+
+def _health(store: MemoryStore, prepared: None, ctx: CallContext) -> dict[str, Any]:
+    return store.health()
+
+
+def _upsert(store: MemoryStore, call: rules.UpsertCall, ctx: CallContext) -> dict[str, Any]:
+    return store.upsert_parsed(call, ctx)
+
+
+def _search(store: MemoryStore, call: rules.SearchCall, ctx: CallContext) -> list[dict[str, Any]]:
+    return store.search_parsed(call)
+
+
+def _get(store: MemoryStore, chunk_id: str, ctx: CallContext) -> dict[str, Any] | None:
+    return store.get(chunk_id, ctx=ctx)
+
+
+def _get_many(store: MemoryStore, ids: list[str], ctx: CallContext) -> list[dict[str, Any]]:
+    return store.get_many(ids, ctx=ctx)
+
+
+def _delete_many(store: MemoryStore, ids: list[str], ctx: CallContext) -> dict[str, int]:
+    return store.delete_many(ids, ctx=ctx)
+
+
+# -- argument schemas (documentation and fuzzing) ---------------------------------------
+
+_STRING_ID = {"type": "string", "minLength": 1, "maxLength": rules.MAX_ID_CHARS}
+_AXIS_VALUE = {"type": "string", "minLength": 1, "maxLength": 256}
+SCOPE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {axis: _AXIS_VALUE for axis in ("tenant", "group", "end_user", "agent_self")},
+    "additionalProperties": False,
+}
+_VECTOR = {"type": "array", "items": {"type": "number"}, "minItems": 1, "maxItems": 4096}
+_IDS = {"type": "array", "items": _STRING_ID, "minItems": 1, "maxItems": rules.MAX_IDS}
+_RECORD = {
+    "type": "object",
+    "description": "stored verbatim; the store reads only id, embedding, scope, origin, "
+    "injection_source",
+    "properties": {
+        "id": _STRING_ID,
+        "embedding": _VECTOR,
+        "scope": SCOPE_SCHEMA,
+        "origin": {"type": "string"},
+        "injection_source": {},
+        "distillate": {},
+    },
+    "additionalProperties": True,
+}
+
+
+def _args(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
+    schema: dict[str, Any] = {
+        "type": "object",
+        "properties": properties,
+        "additionalProperties": False,
+    }
+    if required:
+        schema["required"] = required
+    return schema
+
+
+UPSERT_ARGS = _args(
+    {
+        "records": {
+            "type": "array",
+            "items": _RECORD,
+            "minItems": 1,
+            "maxItems": rules.MAX_RECORDS,
+        },
+        "idempotency_key": {"type": "string", "minLength": 1, "maxLength": 256},
+        "expected_revisions": {
+            "type": "object",
+            "nullable": True,
+            "additionalProperties": {"type": "integer", "minimum": 0},
+        },
+        "idempotency_class": {
+            "type": "string",
+            "nullable": True,
+            "enum": ["default", "ephemeral", "durable"],
+        },
+    },
+    ["records", "idempotency_key"],
+)
+SEARCH_ARGS = _args(
+    {
+        "vector": _VECTOR,
+        "top_k": {"type": "integer", "minimum": 1, "maximum": rules.MAX_TOP_K},
+        "scope_all": {**SCOPE_SCHEMA, "nullable": True},
+        "scope_any": {"type": "array", "items": SCOPE_SCHEMA, "maxItems": 64, "nullable": True},
+        "metadata_filter": {"type": "object", "nullable": True, "maxProperties": 0},
+        "include": {
+            "type": "object",
+            "nullable": True,
+            "properties": {"embedding": {"type": "boolean"}},
+            "additionalProperties": False,
+        },
+        "fidelity_target": {
+            "type": "number",
+            "nullable": True,
+            "exclusiveMinimum": True,
+            "minimum": 0,
+            "maximum": 1,
+        },
+    },
+    ["vector", "top_k"],
+)
+
+
+def _table(dim: int) -> VerbTable:
+    return VerbTable(
+        plane=PLANE,
+        verbs=(
+            Verb("describe_store", no_args, _describe_store, args_schema=_args({}, [])),
+            Verb("health", no_args, _health, args_schema=_args({}, [])),
+            Verb(
+                "upsert_many",
+                _prepare_upsert(dim),
+                _upsert,
+                mutating=True,
+                args=frozenset(UPSERT_ARGS["properties"]),
+                counted=("records",),
+                args_schema=UPSERT_ARGS,
+            ),
+            Verb(
+                "search",
+                _prepare_search(dim),
+                _search,
+                args=frozenset(SEARCH_ARGS["properties"]),
+                counted=("scope_any",),
+                args_schema=SEARCH_ARGS,
+            ),
+            Verb(
+                "get",
+                _prepare_get,
+                _get,
+                args=frozenset({"chunk_id"}),
+                args_schema=_args({"chunk_id": _STRING_ID}, ["chunk_id"]),
+            ),
+            Verb(
+                "get_many",
+                _prepare_ids,
+                _get_many,
+                args=frozenset({"ids"}),
+                counted=("ids",),
+                args_schema=_args({"ids": _IDS}, ["ids"]),
+            ),
+            Verb(
+                "delete_many",
+                _prepare_ids,
+                _delete_many,
+                mutating=True,
+                args=frozenset({"ids"}),
+                counted=("ids",),
+                args_schema=_args({"ids": _IDS}, ["ids"]),
+            ),
+        ),
+        unsupported=GATED_VERBS,
+        describe=_describe,
+    )
+
+
+def _describe(store: MemoryStore) -> dict[str, Any]:
+    return {
+        "capabilities": store.describe_store(),
+        "limits": dict(rules.LIMITS),
+        "embedding_dim": store.embedding_dim,
+    }
+
+
+def memory_table(embedding_dim: int) -> VerbTable:
+    """The memory verb table for vectors of ``embedding_dim`` numbers."""
+    return _table(embedding_dim)
+
+
+def memory_plane(store: MemoryStore) -> Plane:
+    """The memory plane over ``store``."""
+    return Plane(memory_table(store.embedding_dim), store)

@@ -1,0 +1,106 @@
+"""The request envelope and the two response bodies of wire v0.6.
+
+Parsing is strict: a caller that sends a key this version does not define gets told, rather
+than having it silently ignored (a typo in ``request_id`` would otherwise lose tracing).
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from ratatoskr.wire.errors import BifrostError, MalformedEnvelope, UnsupportedVersion
+
+WIRE_VERSION = "0.6"
+ENVELOPE_KEYS = frozenset({"wire", "verb", "args", "request_id"})
+MAX_REQUEST_ID_CHARS = 128
+
+
+@dataclass(frozen=True)
+class Envelope:
+    """One parsed request: the verb, its args, and the caller's request id if it sent one."""
+
+    verb: str
+    args: dict[str, Any]
+    request_id: str | None
+
+
+def new_request_id() -> str:
+    return uuid.uuid4().hex
+
+
+def is_request_id(value: Any) -> bool:
+    """1..128 printable ASCII characters (space through tilde)."""
+    return (
+        isinstance(value, str)
+        and 1 <= len(value) <= MAX_REQUEST_ID_CHARS
+        and all(" " <= ch <= "~" for ch in value)
+    )
+
+
+def decode_object(body: bytes) -> dict[str, Any]:
+    """The body as a JSON object; anything else is a malformed envelope."""
+    try:
+        value = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        raise MalformedEnvelope("the body is not UTF-8 JSON") from None
+    if not isinstance(value, dict):
+        raise MalformedEnvelope("the body must be a JSON object")
+    return value
+
+
+def request_id_of(obj: dict[str, Any]) -> str | None:
+    """The caller's request id when it is a valid one, so even a refusal can echo it."""
+    value = obj.get("request_id")
+    return value if is_request_id(value) else None
+
+
+def parse_envelope(body: bytes) -> Envelope:
+    obj = decode_object(body)
+    return envelope_from(obj)
+
+
+def envelope_from(obj: dict[str, Any]) -> Envelope:
+    unknown = set(obj) - ENVELOPE_KEYS
+    if unknown:
+        raise MalformedEnvelope(
+            f"the envelope holds {len(unknown)} unknown top-level key(s); "
+            f"allowed: {', '.join(sorted(ENVELOPE_KEYS))}"
+        )
+    if "wire" not in obj or not isinstance(obj["wire"], str):
+        raise MalformedEnvelope("wire must be the string " + WIRE_VERSION)
+    if obj["wire"] != WIRE_VERSION:
+        raise UnsupportedVersion(f"this server speaks wire {WIRE_VERSION} only")
+    verb = obj.get("verb")
+    if not isinstance(verb, str) or not verb:
+        raise MalformedEnvelope("verb must be a non-empty string")
+    args = obj.get("args")
+    if not isinstance(args, dict):
+        raise MalformedEnvelope("args must be an object")
+    request_id = obj.get("request_id")
+    if request_id is not None and not is_request_id(request_id):
+        raise MalformedEnvelope(
+            f"request_id must be 1..{MAX_REQUEST_ID_CHARS} printable ASCII characters"
+        )
+    return Envelope(verb, args, request_id)
+
+
+def success_body(result: Any, request_id: str) -> bytes:
+    return orjson.dumps(
+        {"ok": True, "result": result, "request_id": request_id},
+        option=orjson.OPT_SERIALIZE_NUMPY,
+    )
+
+
+def error_body(error: BifrostError, plane: str | None, request_id: str) -> bytes:
+    body: dict[str, Any] = {
+        "code": error.wire_code(plane),
+        "message": error.message,
+        "retryable": error.retryable,
+    }
+    if error.details is not None:
+        body["details"] = error.details
+    return orjson.dumps({"ok": False, "error": body, "request_id": request_id})

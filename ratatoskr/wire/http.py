@@ -1,0 +1,278 @@
+"""The HTTP face of the wire: one endpoint per plane, the handshake, and the probes.
+
+Each call walks the checks in the wire's order, and each check answers before the next one
+looks at anything: size and media type, token, body binding, envelope, plane/verb binding,
+verb, args, scope, replay, store. Storage (and the CPU-heavy argument parsing) runs in the
+threadpool, never on the event loop. Every failure is a JSON error body.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any
+
+import orjson
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import Response
+from starlette.routing import BaseRoute, Route
+
+from ratatoskr import __version__
+from ratatoskr.wire.calllog import CallRecord, log_call, log_internal_error
+from ratatoskr.wire.context import CallContext
+from ratatoskr.wire.envelope import (
+    WIRE_VERSION,
+    Envelope,
+    decode_object,
+    envelope_from,
+    error_body,
+    new_request_id,
+    request_id_of,
+    success_body,
+)
+from ratatoskr.wire.errors import (
+    BifrostError,
+    BindingMismatch,
+    InternalError,
+    MalformedEnvelope,
+    MissingToken,
+    PayloadTooLarge,
+    TokenReplayed,
+    UnknownPlane,
+    UnsupportedMediaType,
+)
+from ratatoskr.wire.plane import Plane, Verb
+from ratatoskr.wire.replay import ReplayGuard
+from ratatoskr.wire.tokens import TokenVerifier, VerifiedToken
+
+DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024
+HANDSHAKE_PLANE = "*"
+HANDSHAKE_VERB = "handshake"
+JSON = "application/json"
+
+Handler = Callable[[CallRecord, VerifiedToken, Envelope], Awaitable[bytes]]
+
+
+class WireEndpoints:
+    """The wire over a set of planes; ``routes()`` mounts it into a Starlette app."""
+
+    def __init__(
+        self,
+        planes: Sequence[Plane],
+        verifier: TokenVerifier,
+        replay_guard: ReplayGuard,
+        consumer_id: str,
+        *,
+        max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+        server_name: str = "ratatoskr",
+        server_version: str = __version__,
+    ) -> None:
+        names = [p.name for p in planes]
+        if len(set(names)) != len(names):
+            raise ValueError("two planes share a name")
+        if max_body_bytes < 1:
+            raise ValueError("max_body_bytes must be positive")
+        self.planes: dict[str, Plane] = {p.name: p for p in planes}
+        self.verifier = verifier
+        self.replay_guard = replay_guard
+        self.consumer_id = consumer_id
+        self.max_body_bytes = max_body_bytes
+        self.server = {"name": server_name, "version": server_version}
+
+    def routes(self) -> list[BaseRoute]:
+        routes: list[BaseRoute] = [
+            Route("/bifrost/handshake", self.handshake, methods=["POST"]),
+        ]
+        for name in self.planes:
+            routes.append(
+                Route(f"/bifrost/{name}-call", self._plane_endpoint(name), methods=["POST"])
+            )
+        routes += [
+            Route("/bifrost/{plane}-call", self.other_plane, methods=["POST"]),
+            Route("/healthz", self.healthz, methods=["GET"]),
+            Route("/readyz", self.readyz, methods=["GET"]),
+        ]
+        return routes
+
+    # -- endpoints -----------------------------------------------------------------------
+
+    def _plane_endpoint(self, name: str) -> Callable[[Request], Awaitable[Response]]:
+        plane = self.planes[name]
+
+        async def endpoint(request: Request) -> Response:
+            return await self._serve(request, plane.name, self._call_handler(plane))
+
+        return endpoint
+
+    async def handshake(self, request: Request) -> Response:
+        return await self._serve(request, HANDSHAKE_PLANE, self._handshake)
+
+    async def other_plane(self, request: Request) -> Response:
+        error = UnknownPlane("this app does not serve that plane")
+        return _error_response(error, None, new_request_id())
+
+    async def healthz(self, request: Request) -> Response:
+        return Response(orjson.dumps({"status": "ok"}), media_type=JSON)
+
+    async def readyz(self, request: Request) -> Response:
+        planes = {name: await run_in_threadpool(p.health) for name, p in self.planes.items()}
+        ready = all(h["status"] in ("ok", "degraded") for h in planes.values())
+        body = orjson.dumps({"ready": ready, "planes": planes})
+        return Response(body, status_code=200 if ready else 503, media_type=JSON)
+
+    # -- the pipeline --------------------------------------------------------------------
+
+    async def _serve(self, request: Request, plane: str, handler: Handler) -> Response:
+        started = time.perf_counter()
+        record = CallRecord(request_id=new_request_id(), plane=plane)
+        try:
+            body = await self._read_body(request)
+            token = self.verifier.verify(_bearer(request))
+            record.actor = token.actor
+            self.verifier.check_body(token, body)
+            obj = decode_object(body)
+            record.request_id = request_id_of(obj) or record.request_id
+            envelope = envelope_from(obj)
+            if token.plane != plane:
+                raise BindingMismatch("the token's plane claim does not match this route")
+            if token.verb != envelope.verb:
+                raise BindingMismatch("the token's verb claim does not match the envelope")
+            content = await handler(record, token, envelope)
+            response = Response(content, media_type=JSON)
+        except BifrostError as error:
+            record.outcome, record.status = error.wire_code(_qualifier(plane)), error.http_status
+            response = _error_response(error, plane, record.request_id)
+        except Exception as exc:
+            log_internal_error(record.request_id, exc)
+            internal = InternalError("internal error")
+            record.outcome, record.status = internal.code, internal.http_status
+            response = _error_response(internal, plane, record.request_id)
+        response.headers["X-Request-ID"] = record.request_id
+        log_call(record, (time.perf_counter() - started) * 1000)
+        return response
+
+    async def _read_body(self, request: Request) -> bytes:
+        """The raw body, refused with 413 as soon as it is known to exceed the limit."""
+        length = request.headers.get("content-length")
+        if length is not None:
+            if not length.strip().isdigit():
+                raise MalformedEnvelope("Content-Length is not a number")
+            if int(length) > self.max_body_bytes:
+                raise PayloadTooLarge(f"the body exceeds {self.max_body_bytes} bytes")
+        if not _is_json(request.headers.get("content-type")):
+            raise UnsupportedMediaType("the body must be application/json")
+        chunks: list[bytes] = []
+        size = 0
+        try:
+            async for chunk in request.stream():
+                size += len(chunk)
+                if size > self.max_body_bytes:
+                    raise PayloadTooLarge(f"the body exceeds {self.max_body_bytes} bytes")
+                chunks.append(chunk)
+        except ClientDisconnect:
+            raise MalformedEnvelope("the client disconnected before the body ended") from None
+        return b"".join(chunks)
+
+    def _call_handler(self, plane: Plane) -> Handler:
+        async def handler(record: CallRecord, token: VerifiedToken, envelope: Envelope) -> bytes:
+            verb = plane.verb(envelope.verb)
+            record.verb = verb.name
+            for name in verb.counted:
+                value = envelope.args.get(name)
+                if isinstance(value, list):
+                    record.counts[name] = len(value)
+            ctx = CallContext(
+                actor=token.actor,
+                scope=token.scope,
+                plane=plane.name,
+                verb=verb.name,
+                request_id=record.request_id,
+                jti=token.jti,
+            )
+            return await run_in_threadpool(
+                self._run, plane, verb, envelope.args, ctx, token, record
+            )
+
+        return handler
+
+    def _run(
+        self,
+        plane: Plane,
+        verb: Verb,
+        args: Mapping[str, Any],
+        ctx: CallContext,
+        token: VerifiedToken,
+        record: CallRecord,
+    ) -> bytes:
+        """Steps 6 to 8 and the store, in the threadpool: args, scope, replay, execute."""
+        prepared = plane.prepare(verb, args, ctx)
+        if verb.mutating and not self.replay_guard.claim(token.jti, token.expires_at):
+            raise TokenReplayed("this token was already used for a mutating call")
+        result = plane.execute(verb, prepared, ctx)
+        if isinstance(result, list):
+            record.counts["results"] = len(result)
+        return success_body(result, ctx.request_id)
+
+    async def _handshake(self, record: CallRecord, token: VerifiedToken, env: Envelope) -> bytes:
+        record.verb = HANDSHAKE_VERB
+        if env.verb != HANDSHAKE_VERB:
+            raise BindingMismatch("the handshake route takes the verb handshake only")
+        names = self._handshake_planes(env.args)
+        planes = {name: await run_in_threadpool(self.planes[name].handshake) for name in names}
+        result = {
+            "wire": WIRE_VERSION,
+            "consumer_id": self.consumer_id,
+            "server": self.server,
+            "planes": planes,
+        }
+        return success_body(result, record.request_id)
+
+    def _handshake_planes(self, args: Mapping[str, Any]) -> list[str]:
+        if set(args) - {"planes"}:
+            raise MalformedEnvelope("handshake args may only hold planes")
+        if "planes" not in args:
+            return list(self.planes)
+        wanted = args["planes"]
+        if not isinstance(wanted, list) or not all(isinstance(p, str) for p in wanted):
+            raise MalformedEnvelope("handshake args.planes must be a list of plane names")
+        unknown = [p for p in wanted if p not in self.planes]
+        if unknown:
+            raise UnknownPlane(f"this app serves only: {', '.join(self.planes)}")
+        return list(dict.fromkeys(wanted))
+
+
+def _bearer(request: Request) -> str:
+    header = request.headers.get("authorization", "")
+    scheme, _, token = header.partition(" ")
+    token = token.strip()
+    if scheme.lower() != "bearer" or not token:
+        raise MissingToken("an Authorization: Bearer token is required")
+    return token
+
+
+def _is_json(content_type: str | None) -> bool:
+    if not content_type:
+        return False
+    media, *params = (part.strip().lower() for part in content_type.split(";"))
+    if media != JSON:
+        return False
+    for param in params:
+        name, _, value = param.partition("=")
+        if name.strip() == "charset" and value.strip().strip('"') not in ("utf-8", "utf8"):
+            return False
+    return True
+
+
+def _qualifier(plane: str | None) -> str | None:
+    """The plane that qualifies a plane error's code; the handshake has none."""
+    return None if plane == HANDSHAKE_PLANE else plane
+
+
+def _error_response(error: BifrostError, plane: str | None, request_id: str) -> Response:
+    return Response(
+        error_body(error, _qualifier(plane), request_id),
+        status_code=error.http_status,
+        media_type=JSON,
+        headers={"X-Request-ID": request_id},
+    )

@@ -1,0 +1,116 @@
+"""The plane framework: a plane is a name, a verb table, a descriptor and a store.
+
+Every plane is served by the same endpoint; what differs is only its ``VerbTable``. A verb is
+split in two steps so the wire can keep its order of checks: ``prepare`` (pure validation and
+scope confinement, no storage: 400/403) runs before the replay check, ``execute`` (the store)
+after it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ratatoskr.wire.context import CallContext
+from ratatoskr.wire.errors import InvalidArguments, UnknownVerb, Unsupported
+
+Prepare = Callable[[Mapping[str, Any], CallContext], Any]
+Execute = Callable[[Any, Any, CallContext], Any]
+Describe = Callable[[Any], dict[str, Any]]
+
+
+def no_args(args: Mapping[str, Any], ctx: CallContext) -> None:
+    """``prepare`` of a verb that takes no arguments (the framework refuses any key)."""
+    return None
+
+
+@dataclass(frozen=True)
+class Verb:
+    """One verb of a plane.
+
+    ``args`` lists the argument keys the verb takes (any other key is invalid); ``counted``
+    names list arguments whose length the call log records; ``args_schema`` documents the
+    arguments in the OpenAPI description.
+    """
+
+    name: str
+    prepare: Prepare
+    execute: Execute
+    mutating: bool = False
+    args: frozenset[str] = frozenset()
+    counted: tuple[str, ...] = ()
+    args_schema: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class VerbTable:
+    """What a plane module defines: its verbs, the wire verbs it does not serve, its descriptor.
+
+    ``describe(store)`` returns the handshake entry besides ``verbs``: at least
+    ``capabilities`` and ``limits``, plus anything plane-specific (memory: ``embedding_dim``).
+    """
+
+    plane: str
+    verbs: tuple[Verb, ...]
+    unsupported: frozenset[str]
+    describe: Describe
+
+    def __post_init__(self) -> None:
+        names = [v.name for v in self.verbs]
+        if len(set(names)) != len(names):
+            raise ValueError(f"plane {self.plane} lists a verb twice")
+        if self.unsupported & set(names):
+            raise ValueError(f"plane {self.plane} both serves and refuses a verb")
+
+    @property
+    def verb_names(self) -> list[str]:
+        return [v.name for v in self.verbs]
+
+
+@dataclass(frozen=True)
+class Plane:
+    """A verb table bound to the store that serves it."""
+
+    table: VerbTable
+    store: Any
+
+    @property
+    def name(self) -> str:
+        return self.table.plane
+
+    def verb(self, name: str) -> Verb:
+        """The verb named; 404 when the wire has no such verb, 501 when it is not served."""
+        for verb in self.table.verbs:
+            if verb.name == name:
+                return verb
+        if name in self.table.unsupported:
+            raise Unsupported(f"this store does not advertise the verb {name}")
+        raise UnknownVerb(f"the {self.name} plane has no such verb")
+
+    def prepare(self, verb: Verb, args: Mapping[str, Any], ctx: CallContext) -> Any:
+        unknown = set(args) - verb.args
+        if unknown:
+            allowed = ", ".join(sorted(verb.args)) or "none"
+            raise InvalidArguments(
+                f"args hold {len(unknown)} key(s) {verb.name} does not take (allowed: {allowed})"
+            )
+        return verb.prepare(args, ctx)
+
+    def execute(self, verb: Verb, prepared: Any, ctx: CallContext) -> Any:
+        return verb.execute(self.store, prepared, ctx)
+
+    def handshake(self) -> dict[str, Any]:
+        return {"verbs": self.table.verb_names, **self.table.describe(self.store)}
+
+    def health(self) -> dict[str, Any]:
+        """The store's health; a store whose health check fails is down, never a 500."""
+        try:
+            health = self.store.health()
+            status = health.get("status")
+            reason = health.get("reason")
+        except Exception:
+            return {"status": "down", "reason": "the health check failed"}
+        if status not in ("ok", "degraded", "down"):
+            return {"status": "down", "reason": "the health check answered an unknown status"}
+        return {"status": status, "reason": reason if isinstance(reason, str) else None}

@@ -1,0 +1,36 @@
+"""Fixtures of the affect suite: both stores over one injected clock, SQLite on real files."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ratatoskr.provider.affect_reference import ReferenceAffectStore
+from ratatoskr.provider.affect_store import RatatoskrAffectStore, open_affect_store
+from tests.affect.helpers import FakeClock
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+def sqlite_store(tmp_path: Path, clock: FakeClock) -> Iterator[RatatoskrAffectStore]:
+    store = open_affect_store(str(tmp_path / "affect.db"), clock=clock)
+    yield store
+    store.close()
+
+
+@pytest.fixture(params=["sqlite", "reference"])
+def store(request: pytest.FixtureRequest, tmp_path: Path, clock: FakeClock) -> Iterator[Any]:
+    """Each rule test runs against the SQLite store and the reference store alike."""
+    if request.param == "reference":
+        yield ReferenceAffectStore(clock=clock)
+        return
+    sqlite = open_affect_store(str(tmp_path / "affect.db"), clock=clock)
+    yield sqlite
+    sqlite.close()

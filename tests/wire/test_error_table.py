@@ -1,0 +1,291 @@
+"""Every row of the wire's error table, each through the real app over HTTP."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import apsw
+import pytest
+from starlette.testclient import TestClient
+
+from ratatoskr.planes.apps import build_memory_app, build_plane_app
+from ratatoskr.provider.memory_store import RatatoskrMemoryStore, open_memory_store
+from ratatoskr.storage.database import DatabaseSettings
+from ratatoskr.storage.jti import JtiLedger
+from ratatoskr.wire.context import CallContext
+from ratatoskr.wire.keys import Keyring
+from ratatoskr.wire.plane import Plane, Verb, VerbTable, no_args
+from ratatoskr.wire.tokens import TokenVerifier
+from tests.wire.helpers import (
+    DIM,
+    KEY,
+    OTHER_KEY,
+    call,
+    envelope,
+    error_code,
+    ok,
+    past,
+    post,
+    record,
+    token_for,
+    vec,
+)
+
+
+def _status_code(response: Any) -> tuple[int, str]:
+    return response.status_code, error_code(response)
+
+
+def test_payload_too_large(store: RatatoskrMemoryStore) -> None:
+    with TestClient(build_memory_app(store, KEY, max_body_bytes=64)) as client:
+        body = envelope("search", {"vector": vec(1), "top_k": 1})
+        assert len(body) > 64
+        assert _status_code(post(client, body, token_for(body))) == (
+            413,
+            "wire.payload_too_large",
+        )
+
+
+@pytest.mark.parametrize("content_type", ["text/plain", "application/xml", ""])
+def test_unsupported_media_type(client: TestClient, content_type: str) -> None:
+    body = envelope("health", {})
+    response = post(client, body, token_for(body, verb="health"), content_type=content_type)
+    assert _status_code(response) == (415, "wire.unsupported_media_type")
+
+
+def test_json_with_charset_is_accepted(client: TestClient) -> None:
+    body = envelope("health", {})
+    token = token_for(body, verb="health")
+    ok(post(client, body, token, content_type="application/json; charset=utf-8"))
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"not json",
+        b"\xff\xfe{}",
+        b"[1, 2]",
+        b'"a string"',
+        b'{"verb": "health", "args": {}}',
+        b'{"wire": 0.6, "verb": "health", "args": {}}',
+        b'{"wire": "0.6", "args": {}}',
+        b'{"wire": "0.6", "verb": "", "args": {}}',
+        b'{"wire": "0.6", "verb": 7, "args": {}}',
+        b'{"wire": "0.6", "verb": "health"}',
+        b'{"wire": "0.6", "verb": "health", "args": []}',
+        b'{"wire": "0.6", "verb": "health", "args": {}, "extra": 1}',
+        b'{"wire": "0.6", "verb": "health", "args": {}, "request_id": ""}',
+        b'{"wire": "0.6", "verb": "health", "args": {}, "request_id": "tab\\there"}',
+        b'{"wire": "0.6", "verb": "health", "args": {}, "request_id": "\xc3\xa9"}',
+        b'{"wire": "0.6", "verb": "health", "args": {}, "request_id": 5}',
+    ],
+)
+def test_malformed_envelope(client: TestClient, body: bytes) -> None:
+    response = post(client, body, token_for(body, verb="health"))
+    assert _status_code(response) == (400, "wire.malformed_envelope")
+
+
+def test_request_id_of_129_characters_is_malformed(client: TestClient) -> None:
+    body = envelope("health", {}, request_id="r" * 129)
+    response = post(client, body, token_for(body, verb="health"))
+    assert _status_code(response) == (400, "wire.malformed_envelope")
+
+
+def test_request_id_is_echoed_in_body_and_header(client: TestClient) -> None:
+    body = envelope("health", {}, request_id="trace-42 ok~")
+    response = post(client, body, token_for(body, verb="health"))
+    ok(response)
+    assert response.json()["request_id"] == "trace-42 ok~"
+    assert response.headers["x-request-id"] == "trace-42 ok~"
+
+
+def test_request_id_is_generated_when_absent(client: TestClient) -> None:
+    first = call(client, "health", {})
+    second = call(client, "health", {})
+    assert first.json()["request_id"] != second.json()["request_id"]
+    assert first.headers["x-request-id"] == first.json()["request_id"]
+
+
+def test_unsupported_version(client: TestClient) -> None:
+    body = b'{"wire": "0.5", "verb": "health", "args": {}}'
+    response = post(client, body, token_for(body, verb="health"))
+    assert _status_code(response) == (400, "wire.unsupported_version")
+
+
+def test_unknown_plane_in_handshake(client: TestClient) -> None:
+    response = call(client, "handshake", {"planes": ["memory", "affect"]}, plane="*")
+    assert _status_code(response) == (404, "wire.unknown_plane")
+
+
+def test_other_planes_route_is_404(client: TestClient) -> None:
+    body = envelope("put_many", {})
+    response = post(client, body, token_for(body, plane="affect"), path="/bifrost/affect-call")
+    assert _status_code(response) == (404, "wire.unknown_plane")
+
+
+@pytest.mark.parametrize("authorization", [None, "", "Bearer", "Bearer   ", "Basic dXNlcjpwdw=="])
+def test_missing_token(client: TestClient, authorization: str | None) -> None:
+    headers = {"Content-Type": "application/json"}
+    if authorization is not None:
+        headers["Authorization"] = authorization
+    response = client.post("/bifrost/memory-call", content=envelope("health", {}), headers=headers)
+    assert _status_code(response) == (401, "auth.missing_token")
+
+
+def test_invalid_token(client: TestClient) -> None:
+    response = call(client, "health", {}, key=OTHER_KEY)
+    assert _status_code(response) == (401, "auth.invalid_token")
+
+
+def test_binding_mismatch(client: TestClient) -> None:
+    body = envelope("health", {})
+    response = post(client, body, token_for(body, verb="describe_store"))
+    assert _status_code(response) == (401, "auth.binding_mismatch")
+
+
+def test_token_replayed(client: TestClient) -> None:
+    body = envelope("delete_many", {"ids": ["a"]})
+    token = token_for(body, verb="delete_many")
+    ok(post(client, body, token))
+    assert _status_code(post(client, body, token)) == (401, "auth.token_replayed")
+
+
+def test_scope_forbidden(client: TestClient) -> None:
+    response = call(client, "search", {"vector": vec(1), "top_k": 1, "scope_all": {"tenant": "x"}})
+    assert _status_code(response) == (403, "scope.forbidden")
+
+
+def test_unknown_verb(client: TestClient) -> None:
+    assert _status_code(call(client, "frobnicate", {})) == (404, "memory.unknown_verb")
+
+
+@pytest.mark.parametrize(
+    "verb",
+    [
+        "upsert_edges",
+        "get_edges_for",
+        "scan",
+        "mark_invalid",
+        "mark_superseded",
+        "patch_many",
+        "atomic_supersede",
+    ],
+)
+def test_gated_verbs_are_unsupported(client: TestClient, verb: str) -> None:
+    assert _status_code(call(client, verb, {})) == (501, "memory.unsupported")
+
+
+@pytest.mark.parametrize(
+    ("verb", "args"),
+    [
+        ("search", {"vector": vec(1), "top_k": 0}),
+        ("search", {"vector": [1.0, 2.0], "top_k": 1}),
+        ("search", {"vector": vec(1), "top_k": 1, "surprise": True}),
+        ("search", {"vector": vec(1), "top_k": 1, "metadata_filter": {"a": 1}}),
+        ("upsert_many", {"records": [], "idempotency_key": "k"}),
+        ("upsert_many", {"records": [record("a", vec(1))]}),
+        ("upsert_many", {"records": [record("a", vec(0))], "idempotency_key": "k"}),
+        (
+            "upsert_many",
+            {"records": [record("a", vec(1), origin="injected_context")], "idempotency_key": "k"},
+        ),
+        ("get", {}),
+        ("get", {"chunk_id": 7}),
+        ("get_many", {"ids": []}),
+        ("delete_many", {"ids": "a"}),
+        ("describe_store", {"x": 1}),
+        ("health", {"x": 1}),
+    ],
+)
+def test_invalid_arguments(client: TestClient, verb: str, args: dict[str, Any]) -> None:
+    assert _status_code(call(client, verb, args)) == (400, "memory.invalid_arguments")
+
+
+def test_invalid_filter(client: TestClient) -> None:
+    response = call(client, "search", {"vector": vec(1), "top_k": 1, "scope_all": {"planet": "x"}})
+    assert _status_code(response) == (400, "memory.invalid_filter")
+
+
+def test_idempotency_conflict(client: TestClient) -> None:
+    ok(call(client, "upsert_many", {"records": [record("a", vec(1))], "idempotency_key": "k"}))
+    response = call(
+        client, "upsert_many", {"records": [record("a", vec(0, 1))], "idempotency_key": "k"}
+    )
+    assert _status_code(response) == (409, "memory.idempotency_conflict")
+
+
+def test_revision_mismatch_carries_the_mismatches(client: TestClient) -> None:
+    args = {
+        "records": [record("a", vec(1))],
+        "idempotency_key": "k",
+        "expected_revisions": {"a": 3},
+    }
+    response = call(client, "upsert_many", args)
+    assert _status_code(response) == (409, "memory.revision_mismatch")
+    assert response.json()["error"]["details"] == {
+        "mismatches": [{"id": "a", "expected": 3, "actual": 0}]
+    }
+
+
+def test_unavailable_when_the_database_is_locked(tmp_path: Path) -> None:
+    path = str(tmp_path / "locked.db")
+    settings = DatabaseSettings(busy_timeout_ms=20, page_size=65536)
+    store = open_memory_store(path, embedding_dim=DIM, settings=settings)
+    holder = apsw.Connection(path)
+    try:
+        with TestClient(build_memory_app(store, KEY)) as client:
+            holder.execute("BEGIN IMMEDIATE")
+            response = call(
+                client, "upsert_many", {"records": [record("a", vec(1))], "idempotency_key": "k"}
+            )
+            holder.execute("ROLLBACK")
+        assert _status_code(response) == (503, "memory.unavailable")
+        assert response.json()["error"]["retryable"] is True
+    finally:
+        holder.close()
+        store.close()
+
+
+class _Exploding:
+    def health(self) -> dict[str, Any]:
+        return {"status": "ok", "reason": None}
+
+
+def _explode(store: Any, prepared: Any, ctx: CallContext) -> Any:
+    raise RuntimeError("the store leaked SECRET-VALUE-123 into its message")
+
+
+@pytest.fixture
+def exploding_client(tmp_path: Path) -> Iterator[TestClient]:
+    """A plane whose verb raises an unexpected exception: the framework serves any table."""
+    table = VerbTable(
+        plane="probe",
+        verbs=(Verb("boom", no_args, _explode),),
+        unsupported=frozenset(),
+        describe=lambda store: {"capabilities": {}, "limits": {}},
+    )
+    verifier = TokenVerifier(Keyring(KEY))
+    app = build_plane_app(
+        [Plane(table, _Exploding())], verifier, JtiLedger(":memory:"), "ratatoskr"
+    )
+    with TestClient(app) as client:
+        yield client
+
+
+def test_internal_error_says_only_that(
+    exploding_client: TestClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level("DEBUG")
+    response = call(exploding_client, "boom", {}, plane="probe")
+    assert _status_code(response) == (500, "internal")
+    assert response.json()["error"]["message"] == "internal error"
+    assert "SECRET-VALUE-123" not in response.text
+    assert "SECRET-VALUE-123" not in caplog.text
+    assert "RuntimeError" in caplog.text  # the redacted traceback names the type and frames
+
+
+def test_expired_token_is_invalid_not_internal(client: TestClient) -> None:
+    response = call(client, "health", {}, now=past(3600))
+    assert _status_code(response) == (401, "auth.invalid_token")

@@ -1,0 +1,100 @@
+"""The handshake, the probes and the OpenAPI description."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+from starlette.testclient import TestClient
+
+from ratatoskr import __version__
+from ratatoskr.planes.memory import memory_table
+from ratatoskr.provider.memory_store import RatatoskrMemoryStore
+from ratatoskr.wire.openapi import openapi_document
+from tests.wire.helpers import call, envelope, error_code, ok, post, token_for
+
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "openapi.json"
+BASIC_VERBS = [
+    "describe_store",
+    "health",
+    "upsert_many",
+    "search",
+    "get",
+    "get_many",
+    "delete_many",
+]
+
+
+def test_handshake_lists_exactly_the_served_verbs(
+    client: TestClient, store: RatatoskrMemoryStore
+) -> None:
+    result = ok(call(client, "handshake", {}, plane="*"))
+    assert result["wire"] == "0.6"
+    assert result["consumer_id"] == "ratatoskr"
+    assert result["server"] == {"name": "ratatoskr", "version": __version__}
+    assert list(result["planes"]) == ["memory"]
+    memory = result["planes"]["memory"]
+    assert memory["verbs"] == BASIC_VERBS
+    assert memory["capabilities"] == store.describe_store()
+    assert memory["capabilities"]["relational_edges_supported"] is False
+    assert memory["limits"] == {"max_records": 1000, "max_ids": 1000, "max_top_k": 1000}
+    assert memory["embedding_dim"] == 8
+
+
+def test_handshake_for_named_planes(client: TestClient) -> None:
+    assert list(ok(call(client, "handshake", {"planes": ["memory"]}, plane="*"))["planes"]) == [
+        "memory"
+    ]
+    response = call(client, "handshake", {"planes": ["affect"]}, plane="*")
+    assert (response.status_code, error_code(response)) == (404, "wire.unknown_plane")
+
+
+def test_handshake_args_are_checked(client: TestClient) -> None:
+    for args in ({"planes": "memory"}, {"planes": [1]}, {"other": []}):
+        response = call(client, "handshake", args, plane="*")
+        assert (response.status_code, error_code(response)) == (400, "wire.malformed_envelope")
+
+
+def test_handshake_takes_the_handshake_verb_only(client: TestClient) -> None:
+    body = envelope("search", {})
+    token = token_for(body, plane="*", verb="search")
+    response = post(client, body, token, path="/bifrost/handshake")
+    assert (response.status_code, error_code(response)) == (401, "auth.binding_mismatch")
+
+
+def test_every_listed_verb_is_served(client: TestClient) -> None:
+    """A verb listed in the handshake never answers unknown or unsupported."""
+    for verb in ok(call(client, "handshake", {}, plane="*"))["planes"]["memory"]["verbs"]:
+        assert call(client, verb, {}).status_code not in (404, 501)
+
+
+def test_healthz_touches_no_database(client: TestClient, store: RatatoskrMemoryStore) -> None:
+    store.close()
+    response = client.get("/healthz")
+    assert response.status_code == 200
+    assert response.json() == {"status": "ok"}
+
+
+def test_readyz(client: TestClient, store: RatatoskrMemoryStore) -> None:
+    response = client.get("/readyz")
+    assert response.status_code == 200
+    assert response.json() == {
+        "ready": True,
+        "planes": {"memory": {"status": "ok", "reason": None}},
+    }
+    store.close()
+    response = client.get("/readyz")
+    assert response.status_code == 503
+    assert response.json()["planes"]["memory"]["status"] == "down"
+    assert isinstance(response.json()["planes"]["memory"]["reason"], str)
+
+
+def test_openapi_is_served_and_matches_the_docs(client: TestClient) -> None:
+    served = client.get("/openapi.json")
+    assert served.status_code == 200
+    document = served.json()
+    assert set(document["paths"]) >= {"/bifrost/handshake", "/bifrost/memory-call"}
+    expected = openapi_document([memory_table(768)])
+    on_disk = orjson.loads(DOCS.read_bytes())
+    assert on_disk == expected, "regenerate with: python -m ratatoskr.planes.openapi_doc"
+    assert document == expected
