@@ -159,12 +159,18 @@ def records(draw: st.DrawFn) -> dict[str, Any]:
 
 
 class MemoryParity(RuleBasedStateMachine):
+    """Drives the store with its search mirror on (the default)."""
+
+    mirror_bytes: int | None = None
+
     def __init__(self) -> None:
         super().__init__()
         self.dir = tempfile.mkdtemp(prefix="parity-")
         self.path = str(Path(self.dir) / "m.db")
         self.clock = Clock()
-        self.ours = open_memory_store(self.path, embedding_dim=PDIM, clock=self.clock)
+        self.ours = open_memory_store(
+            self.path, embedding_dim=PDIM, clock=self.clock, mirror_bytes=self.mirror_bytes
+        )
         self.ref = ReferenceMemoryStore(PDIM, clock=self.clock)
 
     def both(self, call: Any) -> tuple[str, Any]:
@@ -258,7 +264,9 @@ class MemoryParity(RuleBasedStateMachine):
     @rule()
     def reopen(self) -> None:
         self.ours.close()
-        self.ours = open_memory_store(self.path, embedding_dim=PDIM, clock=self.clock)
+        self.ours = open_memory_store(
+            self.path, embedding_dim=PDIM, clock=self.clock, mirror_bytes=self.mirror_bytes
+        )
 
     @invariant()
     def same_contents(self) -> None:
@@ -273,3 +281,13 @@ MemoryParity.TestCase.settings = settings(
     settings.default, max_examples=max(200, settings.default.max_examples), stateful_step_count=25
 )
 test_memory_parity_state_machine = MemoryParity.TestCase
+
+
+class MemoryParitySql(MemoryParity):
+    """The same sequences with the mirror off: search runs in SQL (vec0 and scoped scans)."""
+
+    mirror_bytes = 0
+
+
+MemoryParitySql.TestCase.settings = MemoryParity.TestCase.settings
+test_memory_parity_state_machine_sql_search = MemoryParitySql.TestCase

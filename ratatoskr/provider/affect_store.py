@@ -24,7 +24,6 @@ import apsw
 import orjson
 
 from ratatoskr.provider import affect_rules as rules
-from ratatoskr.provider.memory_store import COLUMNS, scope_condition
 from ratatoskr.storage.cursors import CursorCodec, store_secret
 from ratatoskr.storage.database import Database, DatabaseSettings, Migration, SchemaError
 from ratatoskr.storage.health import check_health
@@ -34,6 +33,7 @@ from ratatoskr.storage.idempotency import (
     create_table,
     idempotency_id,
 )
+from ratatoskr.storage.scope_sql import COLUMNS, scope_condition
 from ratatoskr.wire.context import CallContext
 from ratatoskr.wire.errors import EventConflict, RevisionMismatch, ScopeForbidden
 from ratatoskr.wire.scope import AXES, contains

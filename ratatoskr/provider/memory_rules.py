@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from ratatoskr.provider.cosine import F32
 from ratatoskr.storage import idempotency
@@ -44,14 +45,23 @@ LIMITS = {"max_records": MAX_RECORDS, "max_ids": MAX_IDS, "max_top_k": MAX_TOP_K
 
 @dataclass(frozen=True)
 class Chunk:
-    """A record as the store reads it: the structural surface plus the verbatim JSON."""
+    """A record as the store reads it: the structural surface, the vector (float32 for
+    ranking, float64 as sent) and the canonical JSON of everything but the vector."""
 
     chunk_id: str
     vector: F32
+    vector_f64: npt.NDArray[np.float64]
+    vector_key: str
     scope: Scope
     origin: str | None
     record: dict[str, Any]
-    record_json: bytes
+    rest_json: bytes
+
+    def exact_bytes(self) -> bytes | None:
+        """The float64 vector, or ``None`` when float32 holds every value exactly."""
+        if np.array_equal(self.vector.astype(np.float64), self.vector_f64):
+            return None
+        return self.vector_f64.tobytes()
 
 
 @dataclass(frozen=True)
@@ -75,6 +85,10 @@ class SearchCall:
 def check_id(value: Any, field: str) -> str:
     if not isinstance(value, str) or not 1 <= len(value) <= MAX_ID_CHARS:
         raise InvalidArguments(f"{field} must be a string of 1..{MAX_ID_CHARS} characters")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidArguments(f"{field} holds a lone surrogate") from None
     return value
 
 
@@ -88,23 +102,25 @@ def check_ids(ids: Any) -> list[str]:
     return list(seen)
 
 
-def check_vector(value: Any, dim: int, field: str) -> F32:
-    """Exactly ``dim`` finite numbers (booleans excluded), not all zero; kept as float32."""
+def check_vector(value: Any, dim: int, field: str) -> tuple[F32, npt.NDArray[np.float64]]:
+    """Exactly ``dim`` finite numbers (booleans excluded), not all zero, within float32 range.
+
+    Returns the vector as float32 (what is ranked) and as float64 (what was sent)."""
     if not isinstance(value, list) or len(value) != dim:
         raise InvalidArguments(f"{field} must be a list of {dim} numbers")
-    for x in value:
-        if isinstance(x, bool) or not isinstance(x, int | float):
-            raise InvalidArguments(f"{field} must hold only numbers")
+    if not set(map(type, value)) <= {float, int}:  # bool is its own type, so it fails here
+        raise InvalidArguments(f"{field} must hold only numbers")
     try:
-        with np.errstate(over="ignore", invalid="ignore"):
-            vector = np.asarray(value, dtype=np.float32)
+        exact = np.asarray(value, dtype=np.float64)
     except OverflowError:
         raise InvalidArguments(f"{field} holds a number beyond float32 range") from None
+    with np.errstate(over="ignore", invalid="ignore"):
+        vector = exact.astype(np.float32)
     if not np.all(np.isfinite(vector)):
         raise InvalidArguments(f"{field} holds a non-finite number or one beyond float32 range")
     if not np.any(vector):
         raise InvalidArguments(f"{field} is all zero (cosine is undefined)")
-    return vector
+    return vector, exact
 
 
 def record_id(record: dict[str, Any], field: str) -> str:
@@ -123,7 +139,7 @@ def parse_chunk(record: Any, index: int, dim: int) -> Chunk:
     vector_key = next((k for k in VECTOR_KEYS if k in record), None)
     if vector_key is None:
         raise InvalidArguments(f"{where} has no embedding")
-    vector = check_vector(record[vector_key], dim, f"{where}.{vector_key}")
+    vector, exact = check_vector(record[vector_key], dim, f"{where}.{vector_key}")
     scope = validate_scope(record.get("scope", {}), f"{where}.scope")
     origin = record.get("origin")
     if origin is not None and not isinstance(origin, str):
@@ -133,8 +149,11 @@ def parse_chunk(record: Any, index: int, dim: int) -> Chunk:
         raise InvalidArguments(f"{where}: origin injected_context requires injection_source")
     if origin != INJECTED and has_source:
         raise InvalidArguments(f"{where}: injection_source is only allowed on injected_context")
-    check_json_value(record, where, skip_key=vector_key)
-    return Chunk(chunk_id, vector, scope, origin, record, canonical_json(record, where))
+    rest = {k: v for k, v in record.items() if k != vector_key}
+    check_json_value(rest, where)
+    return Chunk(
+        chunk_id, vector, exact, vector_key, scope, origin, record, canonical_json(rest, where)
+    )
 
 
 def parse_upsert(
@@ -166,6 +185,7 @@ def parse_expected(value: Any, ids: set[str]) -> dict[str, int] | None:
     if not isinstance(value, dict):
         raise InvalidArguments("expected_revisions must be an object from id to revision")
     for chunk_id, revision in value.items():
+        check_id(chunk_id, "expected_revisions key")
         if isinstance(revision, bool) or not isinstance(revision, int) or revision < 0:
             raise InvalidArguments(f"expected_revisions[{chunk_id}] must be an integer >= 0")
         if chunk_id not in ids:
@@ -183,7 +203,7 @@ def parse_search(
     fidelity_target: Any,
     dim: int,
 ) -> SearchCall:
-    query = check_vector(vector, dim, "vector")
+    query, _ = check_vector(vector, dim, "vector")
     if isinstance(top_k, bool) or not isinstance(top_k, int) or not 1 <= top_k <= MAX_TOP_K:
         raise InvalidArguments(f"top_k must be an integer in 1..{MAX_TOP_K}")
     if metadata_filter not in (None, {}):

@@ -2,25 +2,29 @@
 
 Layout (one file, ``RATATOSKR_MEMORY_DB``):
 
-- ``memory_chunks``: the verbatim record (canonical JSON), its revision, the scope axes as
-  indexed columns and the float32 vector, placed before the record so a scan never walks
-  the record's overflow pages;
-- ``memory_vec``: the sqlite-vec ``vec0`` index (cosine) used for unscoped nearest-neighbour;
+- ``memory_chunks``: per chunk its revision, the scope axes as indexed columns, the vector as
+  float32 (what search ranks; also what was sent when every value is float32-exact, the
+  common case) and otherwise as float64 too, so the record reads back equal, and the
+  canonical JSON of the rest of the record: the vector is kept in binary rather than again
+  as JSON text, which would triple the row;
+- ``memory_vec``: the sqlite-vec ``vec0`` index (cosine), the contract's vector index;
+- ``memory_changes``: a log of changed chunk ids written by triggers, which keeps every
+  process's search mirror (``memory_mirror.py``) in step;
 - ``memory_idempotency``: the replay-or-conflict cache.
 
-Scoped search never post-filters a fixed-k result (sqlite-vec would come back short): the
-scope is a SQL ``WHERE`` over B-tree indexed axis columns, ``scope_any`` an ``OR`` of
-conjunctions, ranked by ``vec_distance_cosine`` inside the same query. The float32 ranking
-picks candidates with a margin; final scores are recomputed in float64 (``cosine.py``) so
-ties and near-ties order exactly as the reference store orders them.
+Search ranks on the mirror when it fits its memory budget. Otherwise (or when the mirror is
+ahead of the reader's snapshot) it runs in SQL and never post-filters a fixed-k result
+(sqlite-vec would come back short): a scoped search is a ``WHERE`` over the indexed axis
+columns, ranked by ``vec_distance_cosine`` in the same statement; an unscoped one asks
+``vec0``. Both paths pick float32 candidates with a margin and recompute the final scores in
+float64 (``cosine.py``), so ties and near-ties order exactly as the reference store's.
 """
 
 from __future__ import annotations
 
 import os
-import shutil
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import apsw
@@ -29,21 +33,27 @@ import orjson
 
 from ratatoskr.provider import memory_rules as rules
 from ratatoskr.provider.cosine import cosine_scores, rank
+from ratatoskr.provider.memory_mirror import VectorMirror, mirror_budget_from_env
 from ratatoskr.storage.database import Database, DatabaseSettings, Migration, SchemaError
-from ratatoskr.storage.idempotency import CLASS_TTL_SECONDS, IdempotencyTable, idempotency_id
+from ratatoskr.storage.health import check_health
+from ratatoskr.storage.idempotency import (
+    CLASS_TTL_SECONDS,
+    IdempotencyTable,
+    create_table,
+    idempotency_id,
+)
+from ratatoskr.storage.scope_sql import COLUMNS, scope_condition
 from ratatoskr.wire.context import CallContext
 from ratatoskr.wire.errors import InvalidArguments, RevisionMismatch, ScopeForbidden
-from ratatoskr.wire.scope import AXES, Scope, contains
+from ratatoskr.wire.scope import AXES, contains
 
 if TYPE_CHECKING:
     from starlette.applications import Starlette
 
-COLUMNS = {"tenant": "tenant", "group": "grp", "end_user": "end_user", "agent_self": "agent_self"}
 CANDIDATE_MARGIN = 8
 DISTANCE_EPSILON = 2e-4
 VEC_MAX_K = 4096
-IDEMPOTENCY_BACKLOG_BOUND = 100_000
-DISK_DEGRADED_FRACTION = 0.95
+CHANGES_KEPT = 200_000
 _idem = IdempotencyTable("memory_idempotency")
 
 
@@ -63,6 +73,8 @@ def _schema_v1(dim: int) -> Callable[[apsw.Connection], None]:
                 scope_json TEXT NOT NULL,
                 updated_at REAL NOT NULL,
                 embedding BLOB NOT NULL,
+                vector_key TEXT NOT NULL,
+                vector_f64 BLOB,
                 record_json TEXT NOT NULL
             )"""
         )
@@ -72,8 +84,15 @@ def _schema_v1(dim: int) -> Callable[[apsw.Connection], None]:
             "CREATE VIRTUAL TABLE memory_vec USING vec0("
             f"chunk_id TEXT PRIMARY KEY, embedding float[{dim}] distance_metric=cosine)"
         )
-        from ratatoskr.storage.idempotency import create_table
-
+        conn.execute(
+            "CREATE TABLE memory_changes ("
+            "seq INTEGER PRIMARY KEY AUTOINCREMENT, chunk_id TEXT NOT NULL)"
+        )
+        for event, ref in (("INSERT", "new"), ("UPDATE", "new"), ("DELETE", "old")):
+            conn.execute(
+                f"CREATE TRIGGER memory_chunks_{event.lower()} AFTER {event} ON memory_chunks "
+                f"BEGIN INSERT INTO memory_changes (chunk_id) VALUES ({ref}.chunk_id); END"
+            )
         create_table(conn, "memory_idempotency")
 
     return apply
@@ -87,20 +106,17 @@ def _placeholders(n: int) -> str:
     return ",".join("?" * n)
 
 
-def scope_condition(scope_all: Scope, scope_any: Sequence[Scope]) -> tuple[str, list[str]]:
-    """The composed filter as SQL over the axis columns (``1`` when it admits everything)."""
-    clauses: list[str] = []
-    params: list[str] = []
-    for axis, value in sorted(scope_all.items()):
-        clauses.append(f"{COLUMNS[axis]} = ?")
-        params.append(value)
-    if scope_any and all(element for element in scope_any):
-        branches = []
-        for element in scope_any:
-            branches.append("(" + " AND ".join(f"{COLUMNS[a]} = ?" for a in sorted(element)) + ")")
-            params.extend(element[a] for a in sorted(element))
-        clauses.append("(" + " OR ".join(branches) + ")")
-    return (" AND ".join(clauses) or "1"), params
+def _record(
+    vector_key: str, blob: bytes, vector_f64: bytes | None, record_json: str, with_vector: bool
+) -> Any:
+    """Reassemble a stored record: its JSON plus its vector, as sent (float64 when the
+    values were not float32-exact, else the float32 blob widened, which is the same)."""
+    record = orjson.loads(record_json)
+    if with_vector:
+        exact = vector_f64 if vector_f64 is not None else blob
+        dtype = np.float64 if vector_f64 is not None else np.float32
+        record[vector_key] = np.frombuffer(exact, dtype=dtype).tolist()
+    return record
 
 
 class RatatoskrMemoryStore:
@@ -112,10 +128,13 @@ class RatatoskrMemoryStore:
         embedding_dim: int,
         *,
         clock: Callable[[], float] = time.time,
+        mirror_bytes: int | None = None,
     ) -> None:
         self.db = db
         self.embedding_dim = embedding_dim
         self.clock = clock
+        budget = mirror_budget_from_env() if mirror_bytes is None else mirror_bytes
+        self.mirror = VectorMirror(embedding_dim, budget) if budget > 0 else None
 
     # -- descriptor and health -----------------------------------------------------------
 
@@ -124,33 +143,11 @@ class RatatoskrMemoryStore:
 
     def health(self) -> dict[str, Any]:
         """Ok, degraded or down, with a reason that never holds a path or a secret."""
-        try:
-            with self.db.read() as conn:
-                conn.execute("SELECT vec_version()").fetchall()
-                version = int(conn.execute("PRAGMA user_version").fetchall()[0][0])
-                backlog = _idem.count(conn, self.clock())
-            if version != self.db.latest_version:
-                return {
-                    "status": "down",
-                    "reason": "schema version is not the one this build knows",
-                }
-            if not self.db.in_memory:
-                if not os.access(self.db.path, os.R_OK | os.W_OK):
-                    return {
-                        "status": "down",
-                        "reason": "database file is not readable and writable",
-                    }
-                usage = shutil.disk_usage(os.path.dirname(os.path.abspath(self.db.path)))
-                if usage.total and usage.used / usage.total > DISK_DEGRADED_FRACTION:
-                    return {
-                        "status": "degraded",
-                        "reason": "disk holding the database is over 95% full",
-                    }
-            if backlog > IDEMPOTENCY_BACKLOG_BOUND:
-                return {"status": "degraded", "reason": "expired idempotency entries need pruning"}
-            return {"status": "ok", "reason": None}
-        except Exception:  # health is infallible by contract
-            return {"status": "down", "reason": "database cannot be read"}
+        return check_health(
+            self.db,
+            lambda conn: _idem.count(conn, self.clock()),
+            lambda conn: conn.execute("SELECT vec_version()").fetchall(),
+        )
 
     # -- writes ----------------------------------------------------------------------
 
@@ -191,13 +188,15 @@ class RatatoskrMemoryStore:
                     raise RevisionMismatch(mismatches)
             conn.executemany(
                 """INSERT INTO memory_chunks (chunk_id, revision, tenant, grp, end_user,
-                       agent_self, origin, scope_json, updated_at, embedding, record_json)
-                   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                       agent_self, origin, scope_json, updated_at, embedding, vector_key,
+                       vector_f64, record_json)
+                   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                    ON CONFLICT (chunk_id) DO UPDATE SET revision = excluded.revision,
                        tenant = excluded.tenant, grp = excluded.grp,
                        end_user = excluded.end_user, agent_self = excluded.agent_self,
                        origin = excluded.origin, scope_json = excluded.scope_json,
                        updated_at = excluded.updated_at, embedding = excluded.embedding,
+                       vector_key = excluded.vector_key, vector_f64 = excluded.vector_f64,
                        record_json = excluded.record_json""",
                 [
                     (
@@ -208,7 +207,9 @@ class RatatoskrMemoryStore:
                         orjson.dumps(c.scope, option=orjson.OPT_SORT_KEYS).decode(),
                         now,
                         c.vector.tobytes(),
-                        c.record_json.decode(),
+                        c.vector_key,
+                        c.exact_bytes(),
+                        c.rest_json.decode(),
                     )
                     for c in call.chunks
                 ],
@@ -223,6 +224,7 @@ class RatatoskrMemoryStore:
             )
             ttl = CLASS_TTL_SECONDS[call.idempotency_class]
             _idem.remember(conn, iid, call.digest, ids, now + ttl)
+            self._prune_changes(conn)
         return {"upserted": len(ids), "replayed": False}
 
     def delete_many(self, ids: list[str], *, ctx: CallContext | None = None) -> dict[str, int]:
@@ -233,6 +235,7 @@ class RatatoskrMemoryStore:
             doomed = [(cid,) for cid, (_, scope) in found.items() if contains(scope, token_scope)]
             conn.executemany("DELETE FROM memory_chunks WHERE chunk_id = ?", doomed)
             conn.executemany("DELETE FROM memory_vec WHERE chunk_id = ?", doomed)
+            self._prune_changes(conn)
         return {"deleted": len(doomed)}
 
     # -- reads -----------------------------------------------------------------------
@@ -246,14 +249,14 @@ class RatatoskrMemoryStore:
         token_scope = ctx.scope if ctx else {}
         with self.db.read() as conn:
             rows = conn.execute(
-                "SELECT chunk_id, revision, scope_json, record_json FROM memory_chunks "
-                f"WHERE chunk_id IN ({_placeholders(len(wanted))})",
+                "SELECT chunk_id, revision, scope_json, vector_key, embedding, vector_f64, "
+                f"record_json FROM memory_chunks WHERE chunk_id IN ({_placeholders(len(wanted))})",
                 wanted,
             ).fetchall()
         by_id = {
-            cid: rules.with_revision(orjson.loads(record), revision)
-            for cid, revision, scope, record in rows
-            if contains(orjson.loads(scope), token_scope)
+            row[0]: rules.with_revision(_record(*row[3:7], True), row[1])
+            for row in rows
+            if contains(orjson.loads(row[2]), token_scope)
         }
         return [by_id[cid] for cid in wanted if cid in by_id]
 
@@ -286,38 +289,56 @@ class RatatoskrMemoryStore:
     def search_parsed(self, call: rules.SearchCall) -> list[dict[str, Any]]:
         """The read half of ``search``: ``call`` is validated and already confined."""
         with self.db.read() as conn:
-            candidates = self._candidates(conn, call)
-            if not candidates:
+            ranked = self._rank_on_mirror(conn, call)
+            if ranked is None:
+                ranked = self._rank_in_sql(conn, call)
+            if not ranked:
                 return []
             rows = conn.execute(
-                "SELECT chunk_id, revision, embedding, record_json FROM memory_chunks "
-                f"WHERE chunk_id IN ({_placeholders(len(candidates))})",
-                candidates,
+                "SELECT chunk_id, revision, vector_key, embedding, vector_f64, record_json "
+                f"FROM memory_chunks WHERE chunk_id IN ({_placeholders(len(ranked))})",
+                [cid for cid, _ in ranked],
             ).fetchall()
-        ids = [r[0] for r in rows]
-        matrix = np.frombuffer(b"".join(r[2] for r in rows), dtype=np.float32)
-        scores = cosine_scores(matrix.reshape(len(rows), self.embedding_dim), call.vector)
         by_id = {r[0]: r for r in rows}
         return [
             rules.search_hit(
-                orjson.loads(by_id[cid][3]), cid, score, by_id[cid][1], call.include_embedding
+                _record(*by_id[cid][2:6], call.include_embedding),
+                cid,
+                score,
+                by_id[cid][1],
+                call.include_embedding,
             )
-            for cid, score in rank(ids, scores, call.top_k)
+            for cid, score in ranked
         ]
 
     # -- internals -------------------------------------------------------------------
 
-    def _revisions_and_scopes(
-        self, conn: apsw.Connection, ids: list[str]
-    ) -> dict[str, tuple[int, dict[str, str]]]:
-        rows = conn.execute(
-            "SELECT chunk_id, revision, scope_json FROM memory_chunks "
-            f"WHERE chunk_id IN ({_placeholders(len(ids))})",
-            ids,
-        ).fetchall()
-        return {cid: (rev, orjson.loads(scope)) for cid, rev, scope in rows}
+    def _rank_on_mirror(
+        self, conn: apsw.Connection, call: rules.SearchCall
+    ) -> list[tuple[str, float]] | None:
+        if self.mirror is None:
+            return None
+        with self.mirror.lock:
+            if not self.mirror.sync(conn):
+                return None
+            return self.mirror.rank(call.vector, call.top_k, call.scope_all, call.scope_any)
 
-    def _candidates(self, conn: apsw.Connection, call: rules.SearchCall) -> list[str]:
+    def _rank_in_sql(
+        self, conn: apsw.Connection, call: rules.SearchCall
+    ) -> list[tuple[str, float]]:
+        candidates = self._sql_candidates(conn, call)
+        if not candidates:
+            return []
+        rows = conn.execute(
+            "SELECT chunk_id, embedding FROM memory_chunks "
+            f"WHERE chunk_id IN ({_placeholders(len(candidates))})",
+            candidates,
+        ).fetchall()
+        matrix = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32)
+        scores = cosine_scores(matrix.reshape(len(rows), self.embedding_dim), call.vector)
+        return rank([r[0] for r in rows], scores, call.top_k)
+
+    def _sql_candidates(self, conn: apsw.Connection, call: rules.SearchCall) -> list[str]:
         """Every chunk that could be in the exact top_k: the float32 top_k plus all rows whose
         float32 distance lies within ``DISTANCE_EPSILON`` of the k-th."""
         query = call.vector.tobytes()
@@ -344,6 +365,24 @@ class RatatoskrMemoryStore:
         ).fetchall()
         return [r[0] for r in wide]
 
+    def _revisions_and_scopes(
+        self, conn: apsw.Connection, ids: list[str]
+    ) -> dict[str, tuple[int, dict[str, str]]]:
+        rows = conn.execute(
+            "SELECT chunk_id, revision, scope_json FROM memory_chunks "
+            f"WHERE chunk_id IN ({_placeholders(len(ids))})",
+            ids,
+        ).fetchall()
+        return {cid: (rev, orjson.loads(scope)) for cid, rev, scope in rows}
+
+    @staticmethod
+    def _prune_changes(conn: apsw.Connection) -> None:
+        """Keep the change log bounded; a mirror that falls further behind reloads whole."""
+        conn.execute(
+            "DELETE FROM memory_changes WHERE seq <= (SELECT max(seq) FROM memory_changes) - ?",
+            (CHANGES_KEPT,),
+        )
+
     def close(self) -> None:
         self.db.close()
 
@@ -354,8 +393,13 @@ def open_memory_store(
     embedding_dim: int,
     settings: DatabaseSettings | None = None,
     clock: Callable[[], float] = time.time,
+    mirror_bytes: int | None = None,
 ) -> RatatoskrMemoryStore:
-    """Open (creating on first use) the memory store at ``db_path`` or ``":memory:"``."""
+    """Open (creating on first use) the memory store at ``db_path`` or ``":memory:"``.
+
+    ``mirror_bytes`` caps the per-process search mirror (default from
+    ``RATATOSKR_MEMORY_MIRROR_BYTES``); ``0`` searches in SQL only.
+    """
     if isinstance(embedding_dim, bool) or not isinstance(embedding_dim, int) or embedding_dim < 1:
         raise ValueError("embedding_dim must be a positive integer")
     if db_path != ":memory:":
@@ -374,7 +418,7 @@ def open_memory_store(
             f"the memory database was created with embedding_dim={stored[0][0]}, "
             f"not {embedding_dim}"
         )
-    return RatatoskrMemoryStore(db, embedding_dim, clock=clock)
+    return RatatoskrMemoryStore(db, embedding_dim, clock=clock, mirror_bytes=mirror_bytes)
 
 
 def jti_ledger_path(store: RatatoskrMemoryStore) -> str:
@@ -405,8 +449,10 @@ def build_memory_provider_app(
 
 
 __all__ = [
+    "COLUMNS",
     "InvalidArguments",
     "RatatoskrMemoryStore",
     "build_memory_provider_app",
     "open_memory_store",
+    "scope_condition",
 ]
