@@ -254,7 +254,7 @@ class RatatoskrMemoryStore:
                 wanted,
             ).fetchall()
         by_id = {
-            row[0]: rules.with_revision(_record(*row[3:7], True), row[1])
+            row[0]: rules.with_revision(_record(row[3], row[4], row[5], row[6], True), row[1])
             for row in rows
             if contains(orjson.loads(row[2]), token_scope)
         }
@@ -302,7 +302,13 @@ class RatatoskrMemoryStore:
         by_id = {r[0]: r for r in rows}
         return [
             rules.search_hit(
-                _record(*by_id[cid][2:6], call.include_embedding),
+                _record(
+                    by_id[cid][2],
+                    by_id[cid][3],
+                    by_id[cid][4],
+                    by_id[cid][5],
+                    call.include_embedding,
+                ),
                 cid,
                 score,
                 by_id[cid][1],
