@@ -14,6 +14,10 @@ from datetime import date
 from typing import Any
 
 from ratatoskr.provider.memory_rules import parse_expected
+from ratatoskr.provider.record_ids import MAX_ID_CHARS as MAX_ID_CHARS
+from ratatoskr.provider.record_ids import MAX_IDS as MAX_IDS
+from ratatoskr.provider.record_ids import check_id as check_id
+from ratatoskr.provider.record_ids import check_ids as check_ids
 from ratatoskr.storage import idempotency
 from ratatoskr.storage.cursors import filter_tag
 from ratatoskr.wire.canonical import canonical_json, check_json_value, digest
@@ -28,10 +32,8 @@ from ratatoskr.wire.scope import (
 
 MAX_RECORDS = 1000
 MAX_EVENTS = 1000
-MAX_IDS = 1000
 MAX_LIST_LIMIT = 500
 MAX_READ_LIMIT = 1000
-MAX_ID_CHARS = 512
 ORDERS = ("asc", "desc")
 
 CAPABILITIES: dict[str, Any] = {
@@ -103,27 +105,6 @@ class ListCall:
 
 
 # -- scalars -------------------------------------------------------------------------
-
-
-def check_id(value: Any, field: str) -> str:
-    """A string of 1..512 characters that UTF-8 can carry (no lone surrogates)."""
-    if not isinstance(value, str) or not 1 <= len(value) <= MAX_ID_CHARS:
-        raise InvalidArguments(f"{field} must be a string of 1..{MAX_ID_CHARS} characters")
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        raise InvalidArguments(f"{field} holds a lone surrogate") from None
-    return value
-
-
-def check_ids(ids: Any) -> list[str]:
-    """A list of 1..1000 ids, duplicates folded (first occurrence kept)."""
-    if not isinstance(ids, list) or not 1 <= len(ids) <= MAX_IDS:
-        raise InvalidArguments(f"ids must be a list of 1..{MAX_IDS} strings")
-    seen: dict[str, None] = {}
-    for i, value in enumerate(ids):
-        seen.setdefault(check_id(value, f"ids[{i}]"), None)
-    return list(seen)
 
 
 def parse_time(value: Any, field: str) -> int:

@@ -84,16 +84,15 @@ class VectorMirror:
         False when the mirror cannot serve this snapshot (over budget, or already ahead of
         it because another thread synced to a newer one); the caller then searches in SQL.
         """
-        head, floor, count = conn.execute(
-            "SELECT (SELECT max(seq) FROM memory_changes), (SELECT min(seq) FROM memory_changes),"
-            " (SELECT count(*) FROM memory_chunks)"
+        head, floor = conn.execute(
+            "SELECT (SELECT max(seq) FROM memory_changes), (SELECT min(seq) FROM memory_changes)"
         ).fetchall()[0]
         head = int(head or 0)
         if head == self.seq:
             return not self.over_budget
-        if self.seq > head or self.seq < 0 or (floor is not None and self.seq < int(floor) - 1):
-            return self._reload(conn, head, int(count))
-        if self.over_budget:
+        behind = floor is not None and self.seq < int(floor) - 1
+        if self.seq > head or self.seq < 0 or behind or self.over_budget:
+            count = conn.execute("SELECT count(*) FROM memory_chunks").fetchall()[0][0]
             return self._reload(conn, head, int(count))
         changed = [
             r[0]

@@ -14,6 +14,10 @@ import numpy as np
 import numpy.typing as npt
 
 from ratatoskr.provider.cosine import F32
+from ratatoskr.provider.record_ids import MAX_ID_CHARS as MAX_ID_CHARS
+from ratatoskr.provider.record_ids import MAX_IDS as MAX_IDS
+from ratatoskr.provider.record_ids import check_id as check_id
+from ratatoskr.provider.record_ids import check_ids as check_ids
 from ratatoskr.storage import idempotency
 from ratatoskr.wire.canonical import canonical_json, check_json_value, digest
 from ratatoskr.wire.errors import InvalidArguments
@@ -26,9 +30,7 @@ from ratatoskr.wire.scope import (
 )
 
 MAX_RECORDS = 1000
-MAX_IDS = 1000
 MAX_TOP_K = 1000
-MAX_ID_CHARS = 512
 ID_KEYS = ("id", "chunk_id", "memory_id")
 VECTOR_KEYS = ("embedding", "vector")
 INJECTED = "injected_context"
@@ -80,26 +82,6 @@ class SearchCall:
     scope_all: Scope
     scope_any: list[Scope]
     include_embedding: bool
-
-
-def check_id(value: Any, field: str) -> str:
-    if not isinstance(value, str) or not 1 <= len(value) <= MAX_ID_CHARS:
-        raise InvalidArguments(f"{field} must be a string of 1..{MAX_ID_CHARS} characters")
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        raise InvalidArguments(f"{field} holds a lone surrogate") from None
-    return value
-
-
-def check_ids(ids: Any) -> list[str]:
-    """A list of 1..1000 ids, duplicates folded (first occurrence kept)."""
-    if not isinstance(ids, list) or not 1 <= len(ids) <= MAX_IDS:
-        raise InvalidArguments(f"ids must be a list of 1..{MAX_IDS} strings")
-    seen: dict[str, None] = {}
-    for i, value in enumerate(ids):
-        seen.setdefault(check_id(value, f"ids[{i}]"), None)
-    return list(seen)
 
 
 def check_vector(value: Any, dim: int, field: str) -> tuple[F32, npt.NDArray[np.float64]]:
