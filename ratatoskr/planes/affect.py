@@ -11,10 +11,23 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Protocol
 
-from ratatoskr.planes.memory import SCOPE_SCHEMA
+from ratatoskr.planes.common import (
+    EXPECTED_REVISIONS,
+    FILTER_SCHEMA,
+    IDEMPOTENCY_CLASS,
+    IDEMPOTENCY_KEY,
+    SCOPE_SCHEMA,
+    STRING_ID,
+    args_schema,
+    delete_many_verb,
+    describe_store_verb,
+    get_many_verb,
+    health_verb,
+    verb,
+)
 from ratatoskr.provider import affect_rules as rules
 from ratatoskr.wire.context import CallContext
-from ratatoskr.wire.plane import Plane, Verb, VerbTable, no_args
+from ratatoskr.wire.plane import Plane, VerbTable
 
 PLANE = "affect"
 
@@ -81,19 +94,7 @@ def _prepare_get(args: Mapping[str, Any], ctx: CallContext) -> str:
     return rules.check_id(args.get("id"), "id")
 
 
-def _prepare_ids(args: Mapping[str, Any], ctx: CallContext) -> list[str]:
-    return rules.check_ids(args.get("ids"))
-
-
 # -- execute: the store -----------------------------------------------------------------
-
-
-def _describe_store(store: AffectStore, prepared: None, ctx: CallContext) -> dict[str, Any]:
-    return store.describe_store()
-
-
-def _health(store: AffectStore, prepared: None, ctx: CallContext) -> dict[str, Any]:
-    return store.health()
 
 
 def _put(store: AffectStore, call: rules.PutCall, ctx: CallContext) -> dict[str, Any]:
@@ -116,85 +117,54 @@ def _get(store: AffectStore, state_id: str, ctx: CallContext) -> dict[str, Any] 
     return store.get(state_id, ctx=ctx)
 
 
-def _get_many(store: AffectStore, ids: list[str], ctx: CallContext) -> list[dict[str, Any]]:
-    return store.get_many(ids, ctx=ctx)
-
-
-def _delete_many(store: AffectStore, ids: list[str], ctx: CallContext) -> dict[str, int]:
-    return store.delete_many(ids, ctx=ctx)
-
-
 # -- argument schemas (documentation and fuzzing) ---------------------------------------
 
-_STRING_ID = {"type": "string", "minLength": 1, "maxLength": rules.MAX_ID_CHARS}
-_IDS = {"type": "array", "items": _STRING_ID, "minItems": 1, "maxItems": rules.MAX_IDS}
 _TIME = {"type": "string", "format": "date-time", "description": "RFC 3339 with an offset"}
-_KEY = {"type": "string", "minLength": 1, "maxLength": 256}
-_CLASS = {"type": "string", "nullable": True, "enum": ["default", "ephemeral", "durable"]}
 _CURSOR = {"type": "string", "nullable": True, "description": "next_cursor of the last page"}
-_FILTER = {
-    "scope_all": {**SCOPE_SCHEMA, "nullable": True},
-    "scope_any": {"type": "array", "items": SCOPE_SCHEMA, "maxItems": 64, "nullable": True},
-}
 _STATE = {
     "type": "object",
     "description": "stored verbatim; the store reads only id and scope",
-    "properties": {"id": _STRING_ID, "scope": SCOPE_SCHEMA},
+    "properties": {"id": STRING_ID, "scope": SCOPE_SCHEMA},
     "required": ["id"],
     "additionalProperties": True,
 }
 _EVENT = {
     "type": "object",
     "description": "immutable, stored verbatim; the store reads only id, scope and at",
-    "properties": {"id": _STRING_ID, "scope": SCOPE_SCHEMA, "at": _TIME},
+    "properties": {"id": STRING_ID, "scope": SCOPE_SCHEMA, "at": _TIME},
     "required": ["id", "at"],
     "additionalProperties": True,
 }
 
 
-def _args(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
-    schema: dict[str, Any] = {
-        "type": "object",
-        "properties": properties,
-        "additionalProperties": False,
-    }
-    if required:
-        schema["required"] = required
-    return schema
-
-
-PUT_ARGS = _args(
+PUT_ARGS = args_schema(
     {
         "records": {"type": "array", "items": _STATE, "minItems": 1, "maxItems": rules.MAX_RECORDS},
-        "idempotency_key": _KEY,
-        "expected_revisions": {
-            "type": "object",
-            "nullable": True,
-            "additionalProperties": {"type": "integer", "minimum": 0},
-        },
-        "idempotency_class": _CLASS,
+        "idempotency_key": IDEMPOTENCY_KEY,
+        "expected_revisions": EXPECTED_REVISIONS,
+        "idempotency_class": IDEMPOTENCY_CLASS,
     },
     ["records", "idempotency_key"],
 )
-APPEND_ARGS = _args(
+APPEND_ARGS = args_schema(
     {
         "events": {"type": "array", "items": _EVENT, "minItems": 1, "maxItems": rules.MAX_EVENTS},
-        "idempotency_key": _KEY,
-        "idempotency_class": _CLASS,
+        "idempotency_key": IDEMPOTENCY_KEY,
+        "idempotency_class": IDEMPOTENCY_CLASS,
     },
     ["events", "idempotency_key"],
 )
-LIST_ARGS = _args(
+LIST_ARGS = args_schema(
     {
-        **_FILTER,
+        **FILTER_SCHEMA,
         "limit": {"type": "integer", "minimum": 1, "maximum": rules.MAX_LIST_LIMIT},
         "cursor": _CURSOR,
     },
     ["limit"],
 )
-READ_EVENTS_ARGS = _args(
+READ_EVENTS_ARGS = args_schema(
     {
-        **_FILTER,
+        **FILTER_SCHEMA,
         "since": {**_TIME, "nullable": True},
         "until": {**_TIME, "nullable": True},
         "order": {"type": "string", "nullable": True, "enum": list(rules.ORDERS)},
@@ -205,30 +175,17 @@ READ_EVENTS_ARGS = _args(
 )
 
 
-def _verb(name: str, prepare: Any, execute: Any, schema: dict[str, Any], **kw: Any) -> Verb:
-    return Verb(
-        name, prepare, execute, args=frozenset(schema["properties"]), args_schema=schema, **kw
-    )
-
-
 AFFECT_TABLE = VerbTable(
     plane=PLANE,
     verbs=(
-        _verb("describe_store", no_args, _describe_store, _args({}, [])),
-        _verb("health", no_args, _health, _args({}, [])),
-        _verb("put_many", _prepare_put, _put, PUT_ARGS, mutating=True, counted=("records",)),
-        _verb("get", _prepare_get, _get, _args({"id": _STRING_ID}, ["id"])),
-        _verb("get_many", _prepare_ids, _get_many, _args({"ids": _IDS}, ["ids"]), counted=("ids",)),
-        _verb("list", _prepare_list, _list, LIST_ARGS, counted=("scope_any",)),
-        _verb(
-            "delete_many",
-            _prepare_ids,
-            _delete_many,
-            _args({"ids": _IDS}, ["ids"]),
-            mutating=True,
-            counted=("ids",),
-        ),
-        _verb(
+        describe_store_verb(),
+        health_verb(),
+        verb("put_many", _prepare_put, _put, PUT_ARGS, mutating=True, counted=("records",)),
+        verb("get", _prepare_get, _get, args_schema({"id": STRING_ID}, ["id"])),
+        get_many_verb(),
+        verb("list", _prepare_list, _list, LIST_ARGS, counted=("scope_any",)),
+        delete_many_verb(),
+        verb(
             "append_events",
             _prepare_append,
             _append,
@@ -236,7 +193,7 @@ AFFECT_TABLE = VerbTable(
             mutating=True,
             counted=("events",),
         ),
-        _verb(
+        verb(
             "read_events",
             _prepare_read_events,
             _read_events,

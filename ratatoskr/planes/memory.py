@@ -11,9 +11,22 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Protocol
 
+from ratatoskr.planes.common import (
+    EXPECTED_REVISIONS,
+    FILTER_SCHEMA,
+    IDEMPOTENCY_CLASS,
+    IDEMPOTENCY_KEY,
+    SCOPE_SCHEMA,
+    STRING_ID,
+    args_schema,
+    delete_many_verb,
+    describe_store_verb,
+    get_many_verb,
+    health_verb,
+)
 from ratatoskr.provider import memory_rules as rules
 from ratatoskr.wire.context import CallContext
-from ratatoskr.wire.plane import Plane, Verb, VerbTable, no_args
+from ratatoskr.wire.plane import Plane, Verb, VerbTable
 
 PLANE = "memory"
 GATED_VERBS = frozenset(
@@ -84,19 +97,7 @@ def _prepare_get(args: Mapping[str, Any], ctx: CallContext) -> str:
     return rules.check_id(args.get("chunk_id"), "chunk_id")
 
 
-def _prepare_ids(args: Mapping[str, Any], ctx: CallContext) -> list[str]:
-    return rules.check_ids(args.get("ids"))
-
-
 # -- execute: the store -----------------------------------------------------------------
-
-
-def _describe_store(store: MemoryStore, prepared: None, ctx: CallContext) -> dict[str, Any]:
-    return store.describe_store()
-
-
-def _health(store: MemoryStore, prepared: None, ctx: CallContext) -> dict[str, Any]:
-    return store.health()
 
 
 def _upsert(store: MemoryStore, call: rules.UpsertCall, ctx: CallContext) -> dict[str, Any]:
@@ -111,31 +112,15 @@ def _get(store: MemoryStore, chunk_id: str, ctx: CallContext) -> dict[str, Any] 
     return store.get(chunk_id, ctx=ctx)
 
 
-def _get_many(store: MemoryStore, ids: list[str], ctx: CallContext) -> list[dict[str, Any]]:
-    return store.get_many(ids, ctx=ctx)
-
-
-def _delete_many(store: MemoryStore, ids: list[str], ctx: CallContext) -> dict[str, int]:
-    return store.delete_many(ids, ctx=ctx)
-
-
 # -- argument schemas (documentation and fuzzing) ---------------------------------------
 
-_STRING_ID = {"type": "string", "minLength": 1, "maxLength": rules.MAX_ID_CHARS}
-_AXIS_VALUE = {"type": "string", "minLength": 1, "maxLength": 256}
-SCOPE_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {axis: _AXIS_VALUE for axis in ("tenant", "group", "end_user", "agent_self")},
-    "additionalProperties": False,
-}
 _VECTOR = {"type": "array", "items": {"type": "number"}, "minItems": 1, "maxItems": 4096}
-_IDS = {"type": "array", "items": _STRING_ID, "minItems": 1, "maxItems": rules.MAX_IDS}
 _RECORD = {
     "type": "object",
     "description": "stored verbatim; the store reads only id, embedding, scope, origin, "
     "injection_source",
     "properties": {
-        "id": _STRING_ID,
+        "id": STRING_ID,
         "embedding": _VECTOR,
         "scope": SCOPE_SCHEMA,
         "origin": {"type": "string"},
@@ -146,18 +131,7 @@ _RECORD = {
 }
 
 
-def _args(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
-    schema: dict[str, Any] = {
-        "type": "object",
-        "properties": properties,
-        "additionalProperties": False,
-    }
-    if required:
-        schema["required"] = required
-    return schema
-
-
-UPSERT_ARGS = _args(
+UPSERT_ARGS = args_schema(
     {
         "records": {
             "type": "array",
@@ -165,26 +139,17 @@ UPSERT_ARGS = _args(
             "minItems": 1,
             "maxItems": rules.MAX_RECORDS,
         },
-        "idempotency_key": {"type": "string", "minLength": 1, "maxLength": 256},
-        "expected_revisions": {
-            "type": "object",
-            "nullable": True,
-            "additionalProperties": {"type": "integer", "minimum": 0},
-        },
-        "idempotency_class": {
-            "type": "string",
-            "nullable": True,
-            "enum": ["default", "ephemeral", "durable"],
-        },
+        "idempotency_key": IDEMPOTENCY_KEY,
+        "expected_revisions": EXPECTED_REVISIONS,
+        "idempotency_class": IDEMPOTENCY_CLASS,
     },
     ["records", "idempotency_key"],
 )
-SEARCH_ARGS = _args(
+SEARCH_ARGS = args_schema(
     {
         "vector": _VECTOR,
         "top_k": {"type": "integer", "minimum": 1, "maximum": rules.MAX_TOP_K},
-        "scope_all": {**SCOPE_SCHEMA, "nullable": True},
-        "scope_any": {"type": "array", "items": SCOPE_SCHEMA, "maxItems": 64, "nullable": True},
+        **FILTER_SCHEMA,
         "metadata_filter": {"type": "object", "nullable": True, "maxProperties": 0},
         "include": {
             "type": "object",
@@ -208,8 +173,8 @@ def _table(dim: int) -> VerbTable:
     return VerbTable(
         plane=PLANE,
         verbs=(
-            Verb("describe_store", no_args, _describe_store, args_schema=_args({}, [])),
-            Verb("health", no_args, _health, args_schema=_args({}, [])),
+            describe_store_verb(),
+            health_verb(),
             Verb(
                 "upsert_many",
                 _prepare_upsert(dim),
@@ -232,25 +197,10 @@ def _table(dim: int) -> VerbTable:
                 _prepare_get,
                 _get,
                 args=frozenset({"chunk_id"}),
-                args_schema=_args({"chunk_id": _STRING_ID}, ["chunk_id"]),
+                args_schema=args_schema({"chunk_id": STRING_ID}, ["chunk_id"]),
             ),
-            Verb(
-                "get_many",
-                _prepare_ids,
-                _get_many,
-                args=frozenset({"ids"}),
-                counted=("ids",),
-                args_schema=_args({"ids": _IDS}, ["ids"]),
-            ),
-            Verb(
-                "delete_many",
-                _prepare_ids,
-                _delete_many,
-                mutating=True,
-                args=frozenset({"ids"}),
-                counted=("ids",),
-                args_schema=_args({"ids": _IDS}, ["ids"]),
-            ),
+            get_many_verb(),
+            delete_many_verb(),
         ),
         unsupported=GATED_VERBS,
         describe=_describe,
