@@ -16,9 +16,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"ratatoskr {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
-    from ratatoskr.cli import call, token
+    from ratatoskr.cli import admin, call, serve, token
 
-    for module in (token, call):
+    for module in (serve, token, call, admin):
         module.register(commands)
     return parser
 

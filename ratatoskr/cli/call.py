@@ -22,6 +22,16 @@ from ratatoskr.wire.errors import BifrostError
 DEFAULT_URL = "http://127.0.0.1:8000"
 
 
+def read_args(value: str) -> str:
+    """``--args`` as given, or the contents of a file when it is ``@PATH`` (``@-``: stdin)."""
+    if not value.startswith("@"):
+        return value
+    if value == "@-":
+        return sys.stdin.read()
+    with open(value[1:], encoding="utf-8") as handle:
+        return handle.read()
+
+
 def build_body(verb: str, args_json: str, request_id: str | None) -> bytes:
     try:
         args = orjson.loads(args_json)
@@ -48,7 +58,7 @@ def run(
     env = os.environ if env is None else env
     verb = "handshake" if args.plane in ("*", "handshake") else args.verb
     try:
-        body = build_body(verb, args.args, args.request_id)
+        body = build_body(verb, read_args(args.args), args.request_id)
         plane, path = route(args.plane, verb)
         token = mint_for(args, plane, verb, body, env)
     except (OSError, ValueError, BifrostError) as exc:  # BifrostError: an unknown --kid
@@ -81,7 +91,9 @@ def register(commands: Any) -> None:
     )
     parser.add_argument("plane", help="memory or affect (or handshake)")
     parser.add_argument("verb", nargs="?", default="handshake")
-    parser.add_argument("--args", default="{}", help="the verb's args as a JSON object")
+    parser.add_argument(
+        "--args", default="{}", help="the verb's args as a JSON object, or @FILE (@- for stdin)"
+    )
     parser.add_argument("--url", default=DEFAULT_URL, help="default %(default)s")
     parser.add_argument("--request-id")
     parser.add_argument("--timeout", type=float, default=30.0)

@@ -20,6 +20,7 @@ from ratatoskr.planes.memory import MemoryStore, memory_plane
 from ratatoskr.storage.jti import JtiLedger
 from ratatoskr.wire.http import DEFAULT_MAX_BODY_BYTES, WireEndpoints
 from ratatoskr.wire.keys import Keyring
+from ratatoskr.wire.observer import CallObserver
 from ratatoskr.wire.openapi import openapi_document
 from ratatoskr.wire.plane import Plane
 from ratatoskr.wire.replay import ReplayGuard
@@ -32,13 +33,24 @@ def build_plane_app(
     replay_guard: ReplayGuard,
     consumer_id: str,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    observer: CallObserver | None = None,
 ) -> Starlette:
-    """The wire over ``planes``, plus ``GET /openapi.json`` describing exactly them."""
+    """The wire over ``planes``, plus ``GET /openapi.json`` describing exactly them.
+
+    ``observer`` (the server's metrics) is told of every call; see ``wire.observer``.
+    """
     if not planes:
         raise ValueError("an app serves at least one plane")
     if verifier.audience != consumer_id:
         raise ValueError("the verifier's audience must be the consumer id")
-    wire = WireEndpoints(planes, verifier, replay_guard, consumer_id, max_body_bytes=max_body_bytes)
+    wire = WireEndpoints(
+        planes,
+        verifier,
+        replay_guard,
+        consumer_id,
+        max_body_bytes=max_body_bytes,
+        observer=observer,
+    )
     document = orjson.dumps(openapi_document([p.table for p in planes]))
 
     async def openapi(request: Request) -> Response:

@@ -26,6 +26,7 @@ class CallRecord:
     outcome: str = "ok"
     status: int = 200
     counts: dict[str, int] = field(default_factory=dict)
+    replayed: bool = False  # the store answered from its idempotency cache
 
 
 def log_call(record: CallRecord, duration_ms: float) -> None:
@@ -54,6 +55,11 @@ def log_call(record: CallRecord, duration_ms: float) -> None:
             }
         },
     )
+
+
+def log_observer_error(exc: BaseException) -> None:
+    """An observer (metrics) failed; the call's answer stands, the type is logged."""
+    logger.error("bifrost observer error type=%s", type(exc).__qualname__)
 
 
 def log_internal_error(request_id: str, exc: BaseException) -> None:

@@ -19,7 +19,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from ratatoskr import __version__
-from ratatoskr.wire.calllog import CallRecord, log_call, log_internal_error
+from ratatoskr.wire.calllog import CallRecord, log_call, log_internal_error, log_observer_error
 from ratatoskr.wire.context import CallContext
 from ratatoskr.wire.envelope import (
     WIRE_VERSION,
@@ -42,6 +42,7 @@ from ratatoskr.wire.errors import (
     UnknownPlane,
     UnsupportedMediaType,
 )
+from ratatoskr.wire.observer import CallObserver
 from ratatoskr.wire.plane import Plane, Verb
 from ratatoskr.wire.replay import ReplayGuard
 from ratatoskr.wire.tokens import TokenVerifier, VerifiedToken
@@ -67,6 +68,7 @@ class WireEndpoints:
         max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
         server_name: str = "ratatoskr",
         server_version: str = __version__,
+        observer: CallObserver | None = None,
     ) -> None:
         names = [p.name for p in planes]
         if len(set(names)) != len(names):
@@ -79,6 +81,7 @@ class WireEndpoints:
         self.consumer_id = consumer_id
         self.max_body_bytes = max_body_bytes
         self.server = {"name": server_name, "version": server_version}
+        self.observer = observer
 
     def routes(self) -> list[BaseRoute]:
         routes: list[BaseRoute] = [
@@ -149,7 +152,13 @@ class WireEndpoints:
             record.outcome, record.status = internal.code, internal.http_status
             response = _error_response(internal, plane, record.request_id)
         response.headers["X-Request-ID"] = record.request_id
-        log_call(record, (time.perf_counter() - started) * 1000)
+        elapsed = time.perf_counter() - started
+        log_call(record, elapsed * 1000)
+        if self.observer is not None:
+            try:
+                self.observer.call_finished(record, elapsed)
+            except Exception as exc:  # watching a call never changes its answer
+                log_observer_error(exc)
         return response
 
     async def _read_body(self, request: Request) -> bytes:
@@ -212,6 +221,8 @@ class WireEndpoints:
         result = plane.execute(verb, prepared, ctx)
         if isinstance(result, list):
             record.counts["results"] = len(result)
+        elif isinstance(result, dict) and result.get("replayed") is True:
+            record.replayed = True
         return success_body(result, ctx.request_id)
 
     async def _handshake(self, record: CallRecord, token: VerifiedToken, env: Envelope) -> bytes:

@@ -1,0 +1,208 @@
+"""HTTP load test: scoped searches against ``python -m ratatoskr serve`` from another process.
+
+Starts the real server (gunicorn, 2 workers by default) on a free port over a temporary data
+directory, loads chunks over HTTP with ``upsert_many``, then keeps ``--concurrency`` searches
+in flight for ``--duration`` seconds, each with its own freshly minted token, and reports
+throughput and p50/p95/p99 latency as seen by the client.
+
+    .venv/bin/python -m bench.http_load --chunks 20000 --duration 60
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import httpx
+import numpy as np
+import orjson
+
+from ratatoskr.wire.tokens import mint_token
+
+TENANTS = 10
+USERS = 1000
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def envelope(verb: str, args: dict[str, Any]) -> bytes:
+    return orjson.dumps({"wire": "0.6", "verb": verb, "args": args})
+
+
+class Client:
+    def __init__(self, base: str, key: bytes) -> None:
+        self.base = base
+        self.key = key
+        self.http = httpx.AsyncClient(timeout=60, limits=httpx.Limits(max_connections=64))
+
+    async def call(self, plane: str, verb: str, args: dict[str, Any], scope: dict[str, str]) -> Any:
+        body = envelope(verb, args)
+        token = mint_token(self.key, plane=plane, verb=verb, scope=scope, sub="bench", body=body)
+        response = await self.http.post(
+            f"{self.base}/bifrost/{plane}-call",
+            content=body,
+            headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
+        )
+        data = response.json()
+        if not data.get("ok"):
+            raise RuntimeError(f"{verb} failed: {data['error']['code']}")
+        return data["result"]
+
+
+def start_server(
+    port: int, workers: int, dim: int, data: str, key: bytes
+) -> subprocess.Popen[bytes]:
+    env = {
+        **os.environ,
+        "RATATOSKR_MEMORY_DB": os.path.join(data, "memory.db"),
+        "RATATOSKR_AFFECT_DB": os.path.join(data, "affect.db"),
+        "RATATOSKR_MEMORY_EMBEDDING_DIM": str(dim),
+        "RATATOSKR_HEIMDALL_KEY": key.decode(),
+        "RATATOSKR_LOG_LEVEL": "warning",
+    }
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "ratatoskr",
+            "serve",
+            "--port",
+            str(port),
+            "--workers",
+            str(workers),
+        ],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+
+
+async def wait_ready(base: str, deadline: float) -> None:
+    async with httpx.AsyncClient() as http:
+        while time.monotonic() < deadline:
+            try:
+                if (await http.get(f"{base}/readyz")).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            await asyncio.sleep(0.2)
+    raise RuntimeError("the server did not become ready")
+
+
+async def load(client: Client, chunks: int, dim: int, rng: np.random.Generator) -> float:
+    """Upsert every chunk, a tenant's chunks per batch under a token scoped to that tenant."""
+    start = time.perf_counter()
+    batch = 200
+    for tenant in range(TENANTS):
+        ids = list(range(tenant, chunks, TENANTS))
+        for lo in range(0, len(ids), batch):
+            records = [
+                {
+                    "id": f"c{i}",
+                    "embedding": rng.standard_normal(dim).astype(np.float32).tolist(),
+                    "scope": {"tenant": f"t{tenant}", "end_user": f"u{i % USERS}"},
+                    "distillate": f"chunk {i}",
+                }
+                for i in ids[lo : lo + batch]
+            ]
+            args = {"records": records, "idempotency_key": f"load-{tenant}-{lo}"}
+            await client.call("memory", "upsert_many", args, {"tenant": f"t{tenant}"})
+    return chunks / (time.perf_counter() - start)
+
+
+async def run_load(
+    client: Client, dim: int, duration: float, concurrency: int, rng: np.random.Generator
+) -> tuple[list[float], int]:
+    latencies: list[float] = []
+    errors = 0
+    stop = time.perf_counter() + duration
+    queries = [rng.standard_normal(dim).astype(np.float32).tolist() for _ in range(256)]
+
+    async def worker(n: int) -> None:
+        nonlocal errors
+        i = n
+        while time.perf_counter() < stop:
+            user = i % USERS
+            scope = {"tenant": f"t{user % TENANTS}"}
+            args = {
+                "vector": queries[i % len(queries)],
+                "top_k": 10,
+                "scope_all": {"end_user": f"u{user}"},
+                "include": {"embedding": False},
+            }
+            t0 = time.perf_counter()
+            try:
+                await client.call("memory", "search", args, scope)
+                latencies.append(time.perf_counter() - t0)
+            except Exception:
+                errors += 1
+            i += concurrency
+
+    await asyncio.gather(*(worker(n) for n in range(concurrency)))
+    return latencies, errors
+
+
+def percentile(xs: Sequence[float], q: float) -> float:
+    return float(np.percentile(np.asarray(xs), q)) * 1000
+
+
+async def main_async(args: argparse.Namespace) -> int:
+    key = secrets.token_hex(32).encode()
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    rng = np.random.default_rng(7)
+    with tempfile.TemporaryDirectory(prefix="ratatoskr-load-") as data:
+        server = start_server(port, args.workers, args.dim, data, key)
+        try:
+            await wait_ready(base, time.monotonic() + 60)
+            client = Client(base, key)
+            rate = await load(client, args.chunks, args.dim, rng)
+            print(f"loaded {args.chunks:,} chunks over HTTP at {rate:,.0f} chunks/s")
+            await run_load(client, args.dim, 3, args.concurrency, rng)  # warm both workers
+            latencies, errors = await run_load(
+                client, args.dim, args.duration, args.concurrency, rng
+            )
+            await client.http.aclose()
+        finally:
+            os.killpg(server.pid, signal.SIGTERM)
+            server.wait(timeout=60)
+    n = len(latencies)
+    print(
+        f"scoped search (one end_user of {USERS}, dim {args.dim}, {args.chunks:,} chunks, "
+        f"{args.workers} workers, concurrency {args.concurrency}, {args.duration:.0f} s):\n"
+        f"  {n:,} calls, {n / args.duration:,.0f} searches/s, errors {errors}\n"
+        f"  p50 {percentile(latencies, 50):.2f} ms  p95 {percentile(latencies, 95):.2f} ms  "
+        f"p99 {percentile(latencies, 99):.2f} ms"
+    )
+    return 0 if errors == 0 else 1
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--chunks", type=int, default=20_000)
+    parser.add_argument("--dim", type=int, default=768)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--concurrency", type=int, default=8)
+    parser.add_argument("--duration", type=float, default=60.0)
+    return asyncio.run(main_async(parser.parse_args(argv)))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,407 @@
+"""``ratatoskr admin``: the operator surface on the host, straight on the plane files.
+
+Every command opens the files as the server does (WAL, busy timeout), so it runs while a
+server serves them. Exit status: 0 done, 1 a problem found or a removal not confirmed,
+2 bad input. Nothing here prints record content except ``admin get``, nor any key or token.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import apsw
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from ratatoskr.cli import admin_output as show
+from ratatoskr.ops import explore as explore_ops
+from ratatoskr.ops import forget as forget_ops
+from ratatoskr.ops import importer, listing, maintenance
+from ratatoskr.ops.filters import FACETS, PLANES, Filter, parse_pairs, parse_scope
+from ratatoskr.ops.stores import Paths, Stores
+from ratatoskr.storage.database import SchemaError
+from ratatoskr.wire.errors import BifrostError
+
+Handler = Callable[[argparse.Namespace, Stores], int]
+_ALL_FACETS = sorted({f for facets in FACETS.values() for f in facets})
+
+
+def _common() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    files = common.add_argument_group("files")
+    files.add_argument("--memory-db", help="memory file (RATATOSKR_MEMORY_DB, ./data/memory.db)")
+    files.add_argument("--affect-db", help="affect file (RATATOSKR_AFFECT_DB, ./data/affect.db)")
+    files.add_argument("--jti-db", help="jti ledger (default: beside each plane file)")
+    files.add_argument(
+        "--dim",
+        type=int,
+        help="memory embedding dimension for a new file (RATATOSKR_MEMORY_EMBEDDING_DIM); "
+        "an existing file knows its own",
+    )
+    common.add_argument("--json", action="store_true", help="print JSON for scripts")
+    return common
+
+
+def _filter_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--scope",
+        action="append",
+        default=[],
+        metavar="AXIS=VALUE",
+        help="keep records whose scope holds this pair (repeat; axes tenant, group, "
+        "end_user, agent_self)",
+    )
+    parser.add_argument(
+        "--narrow",
+        action="append",
+        default=[],
+        metavar="FACET=VALUE",
+        help="drill into an explore bucket (repeat): a scope axis, origin (memory) or "
+        "kind (affect: state, event)",
+    )
+
+
+def _filter(args: argparse.Namespace) -> Filter:
+    flt = Filter(scope=parse_scope(args.scope))
+    return parse_pairs(args.plane, args.narrow, flt)
+
+
+def _add(
+    sub: Any, name: str, help_: str, example: str, handler: Handler, common: argparse.ArgumentParser
+) -> argparse.ArgumentParser:
+    parser: argparse.ArgumentParser = sub.add_parser(
+        name,
+        help=help_,
+        description=help_,
+        epilog="example:\n  " + example,
+        parents=[common],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.set_defaults(handler=_runner(handler), admin_command=name)
+    return parser
+
+
+def _runner(handler: Handler) -> Callable[[argparse.Namespace], int]:
+    def run(args: argparse.Namespace) -> int:
+        try:
+            paths = Paths.resolve(
+                os.environ,
+                memory=args.memory_db,
+                affect=args.affect_db,
+                jti=args.jti_db,
+                dim=args.dim,
+            )
+            with Stores(paths) as stores:
+                return handler(args, stores)
+        except importer.ImportFailed as exc:
+            print(f"ratatoskr admin import: {exc}", file=sys.stderr)
+            print(
+                f"{exc.stored:,} record(s) in {exc.batches} batch(es) before it are stored; "
+                "fix the line and run the same command again to continue",
+                file=sys.stderr,
+            )
+            return 1
+        except (ValueError, SchemaError, BifrostError, OSError, apsw.Error) as exc:
+            print(f"ratatoskr admin {args.admin_command}: {exc}", file=sys.stderr)
+            return 2
+
+    return run
+
+
+# -- handlers --------------------------------------------------------------------------
+
+
+def _list(args: argparse.Namespace, stores: Stores) -> int:
+    page = listing.list_records(
+        stores.get(args.plane), args.plane, _filter(args), limit=args.limit, cursor=args.cursor
+    )
+    show.emit_json(page) if args.json else show.render_list(page)
+    return 0
+
+
+def _explore(args: argparse.Namespace, stores: Stores) -> int:
+    page = explore_ops.explore(
+        stores.get(args.plane),
+        args.plane,
+        args.facet,
+        _filter(args),
+        limit=args.limit,
+        scan_limit=args.scan_limit,
+    )
+    show.emit_json(page) if args.json else show.render_explore(page)
+    return 0
+
+
+def _get(args: argparse.Namespace, stores: Stores) -> int:
+    hits = listing.get_records(stores.get(args.plane), args.plane, args.ids)
+    show.emit_json(hits) if args.json else show.render_get(hits, full=args.full)
+    return 0
+
+
+def _confirm(args: argparse.Namespace, report: dict[str, Any], title: str) -> int:
+    """Show what a removal did or would do; without --yes nothing was removed (exit 1)."""
+    removed = bool(args.yes and not args.dry_run)
+    if args.json:
+        show.emit_json({**report, "removed": removed})
+    else:
+        if removed:
+            note = "removed."
+        elif args.dry_run:
+            note = "dry run: nothing removed."
+        else:
+            note = "nothing removed: add --yes to remove these records."
+        show.render_counts(title if removed else f"{title} (would remove)", report["planes"], note)
+    return 0 if removed or args.dry_run else 1
+
+
+def _forget(args: argparse.Namespace, stores: Stores) -> int:
+    if args.ids and (args.scope or args.narrow):
+        raise ValueError("give --ids or a filter (--scope/--narrow), not both")
+    flt = None if args.ids else _filter(args)
+    ids = args.ids or None
+    if ids is None and flt is not None and flt.is_empty():
+        raise ValueError("refusing an empty filter: give --ids, --scope or --narrow")
+    store = stores.get(args.plane)
+    dry = args.dry_run or not args.yes
+    counts = forget_ops.forget(store, args.plane, ids=ids, flt=flt, dry_run=dry)
+    return _confirm(args, {"plane": args.plane, "planes": {args.plane: counts}}, "forget")
+
+
+def _erase(args: argparse.Namespace, stores: Stores) -> int:
+    scope = parse_scope(args.scope)
+    if not scope:
+        raise ValueError("refusing an empty scope: give --scope axis=value")
+    if not stores.present():
+        raise ValueError("no database found (see --memory-db, --affect-db)")
+    report = forget_ops.erase(stores, scope, dry_run=args.dry_run or not args.yes)
+    code = _confirm(args, report, f"erase {' '.join(f'{k}={v}' for k, v in scope.items())}")
+    if report["removed"] and not args.json:
+        for plane, counts in report["planes"].items():
+            if not counts.get("wal_truncated", True):
+                print(
+                    f"warning: the {plane} WAL is still held by a reader; run "
+                    "`ratatoskr admin erase` again when idle to truncate it",
+                    file=sys.stderr,
+                )
+    return code
+
+
+def _stats(args: argparse.Namespace, stores: Stores) -> int:
+    report = maintenance.stats(stores)
+    show.emit_json(report) if args.json else show.render_stats(report)
+    return 0
+
+
+def _check(args: argparse.Namespace, stores: Stores) -> int:
+    report = maintenance.check(stores)
+    show.emit_json(report) if args.json else show.render_check(report)
+    return 0 if report["ok"] else 1
+
+
+def _backup(args: argparse.Namespace, stores: Stores) -> int:
+    def copied(plane: str, size: int) -> None:
+        if not args.json:
+            show.console(stderr=True).print(f"copied {plane} ({size:,} bytes)")
+
+    report = maintenance.backup(stores, args.to, verify=not args.no_verify, on_copied=copied)
+    if args.json:
+        show.emit_json(report)
+    else:
+        for plane, info in report["planes"].items():
+            print(f"{plane} -> {info['path']}")
+        if "check" in report:
+            show.render_check(report["check"])
+    return 0 if report.get("check", {"ok": True})["ok"] else 1
+
+
+def _prune(args: argparse.Namespace, stores: Stores) -> int:
+    report = maintenance.prune(stores)
+    if args.json:
+        show.emit_json(report)
+    else:
+        for plane, n in report["idempotency"].items():
+            print(f"{plane}: {n:,} expired idempotency entr{'y' if n == 1 else 'ies'} pruned")
+        for path, n in report["jti"].items():
+            print(f"jti ledger {path}: {n:,} expired entr{'y' if n == 1 else 'ies'} pruned")
+    return 0
+
+
+def _import(args: argparse.Namespace, stores: Stores) -> int:
+    store = stores.get(args.plane, create=True)
+    total = importer.count_lines(args.file)
+    columns = (
+        TextColumn("import {task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("lines"),
+        TimeElapsedColumn(),
+    )
+    progress = Progress(*columns, console=show.console(stderr=True), disable=args.json)
+    with progress:
+        task = progress.add_task(os.path.basename(args.file), total=total)
+        report = importer.import_jsonl(
+            store,
+            args.plane,
+            args.file,
+            kind=args.kind,
+            batch=args.batch,
+            on_line=lambda n: progress.update(task, completed=n),
+        )
+    if args.json:
+        show.emit_json(report)
+    else:
+        print(
+            f"{report['records']:,} {report['kind']} record(s) in {report['batches']} batch(es): "
+            f"{report['written']:,} written, {report['replayed_batches']} batch(es) replayed"
+        )
+    return 0
+
+
+# -- registration ------------------------------------------------------------------------
+
+
+def _plane(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("plane", choices=PLANES, help="memory or affect")
+
+
+def register(commands: Any) -> None:
+    admin = commands.add_parser(
+        "admin",
+        help="operate on the plane files: list, explore, get, forget, erase, check, back up",
+        description="Operator commands that work directly on the database files, also while "
+        "a server runs. Add --json for scripts.",
+    )
+    sub = admin.add_subparsers(dest="admin_command", metavar="ADMIN_COMMAND", required=True)
+    common = _common()
+
+    p = _add(
+        sub,
+        "list",
+        "list the records a filter admits (ids, scope, revision; never content)",
+        "ratatoskr admin list memory --scope tenant=acme --narrow end_user=u7 --limit 100",
+        _list,
+        common,
+    )
+    _plane(p)
+    _filter_options(p)
+    p.add_argument("--limit", type=int, default=listing.DEFAULT_LIST_LIMIT, help="1..500")
+    p.add_argument("--cursor", help="the cursor the previous page printed")
+
+    p = _add(
+        sub,
+        "explore",
+        "count records per value of a facet, to drill down with --narrow",
+        "ratatoskr admin explore memory --facet end_user --scope tenant=acme",
+        _explore,
+        common,
+    )
+    _plane(p)
+    p.add_argument(
+        "--facet",
+        required=True,
+        choices=_ALL_FACETS,
+        help="tenant, group, end_user, agent_self; origin (memory); kind (affect)",
+    )
+    _filter_options(p)
+    p.add_argument("--limit", type=int, default=explore_ops.DEFAULT_BUCKETS, help="buckets, 1..500")
+    p.add_argument(
+        "--scan-limit",
+        type=int,
+        default=explore_ops.DEFAULT_SCAN_LIMIT,
+        help="1..50,000 (counts are exact here: aggregated in SQL)",
+    )
+
+    p = _add(
+        sub,
+        "get",
+        "print whole records by id, in the order named (shows content)",
+        "ratatoskr admin get memory c1 c2",
+        _get,
+        common,
+    )
+    _plane(p)
+    p.add_argument("ids", nargs="+", metavar="ID")
+    p.add_argument("--full", action="store_true", help="print embeddings too")
+
+    p = _add(
+        sub,
+        "forget",
+        "remove records of one plane by id or by a non-empty filter",
+        "ratatoskr admin forget affect --scope tenant=acme --narrow kind=event --dry-run",
+        _forget,
+        common,
+    )
+    _plane(p)
+    p.add_argument("--ids", nargs="+", metavar="ID", help="remove these ids")
+    _filter_options(p)
+    p.add_argument("--dry-run", action="store_true", help="only count")
+    p.add_argument("--yes", action="store_true", help="really remove")
+
+    p = _add(
+        sub,
+        "erase",
+        "erase a subject from both planes, leaving no trace in the files",
+        "ratatoskr admin erase --scope tenant=acme --scope end_user=u7 --yes",
+        _erase,
+        common,
+    )
+    p.add_argument("--scope", action="append", default=[], metavar="AXIS=VALUE", required=True)
+    p.add_argument("--dry-run", action="store_true", help="only count")
+    p.add_argument("--yes", action="store_true", help="really erase")
+
+    _add(
+        sub,
+        "stats",
+        "records, file sizes, caches and schema per plane",
+        "ratatoskr admin stats --memory-db /srv/ratatoskr/memory.db",
+        _stats,
+        common,
+    )
+    _add(
+        sub,
+        "check",
+        "integrity, schema, chunk/vector consistency; exit 1 on a problem",
+        "ratatoskr admin check && echo healthy",
+        _check,
+        common,
+    )
+
+    p = _add(
+        sub,
+        "backup",
+        "consistent online copies of both files (then checked)",
+        "ratatoskr admin backup --to /backups/ratatoskr-$(date +%F)",
+        _backup,
+        common,
+    )
+    p.add_argument("--to", required=True, metavar="DIR")
+    p.add_argument("--no-verify", action="store_true", help="skip checking the copies")
+
+    _add(
+        sub,
+        "prune",
+        "drop expired idempotency and jti entries",
+        "ratatoskr admin prune",
+        _prune,
+        common,
+    )
+
+    p = _add(
+        sub,
+        "import",
+        "load a JSON-lines file in batches (rerun to resume after a failure)",
+        "ratatoskr admin import memory chunks.jsonl --batch 500 --dim 768",
+        _import,
+        common,
+    )
+    _plane(p)
+    p.add_argument("file", metavar="FILE.jsonl")
+    p.add_argument(
+        "--kind", choices=("chunk", "state", "event"), help="affect: state (default) or event"
+    )
+    p.add_argument(
+        "--batch", type=int, default=importer.DEFAULT_BATCH, help="records per call, 1..1000"
+    )

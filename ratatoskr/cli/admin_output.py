@@ -1,0 +1,158 @@
+"""How ``ratatoskr admin`` shows results: aligned rich tables for people, JSON for scripts.
+
+Only ids, scope values, counts, sizes and paths are ever rendered here; record content
+reaches the screen through ``render_get`` alone.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from rich import box
+from rich.console import Console
+from rich.table import Table
+
+from ratatoskr.wire.scope import AXES
+
+
+def console(*, stderr: bool = False) -> Console:
+    """A console bound at call time (so redirected and captured output both work)."""
+    return Console(stderr=stderr, highlight=False, soft_wrap=False)
+
+
+def emit_json(value: Any) -> None:
+    print(orjson.dumps(value, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS).decode())
+
+
+def _table(out: Console, title: str) -> Table:
+    """An aligned table under a title line (a table title would wrap to the table's width)."""
+    out.print(title)
+    return Table(box=box.SIMPLE_HEAD, pad_edge=False)
+
+
+def describe_filter(flt: dict[str, Any]) -> str:
+    pairs = [f"{k}={v}" for k, v in flt.get("scope", {}).items()]
+    pairs += [f"{k}={flt[k]}" for k in ("origin", "kind") if k in flt]
+    return " ".join(pairs) or "everything"
+
+
+def render_list(page: dict[str, Any]) -> None:
+    out = console()
+    records = page["records"]
+    plane = page["plane"]
+    table = _table(out, f"{plane} records ({describe_filter(page['filter'])})")
+    if plane == "affect":
+        table.add_column("kind")
+    table.add_column("id", overflow="fold")
+    axes = [a for a in AXES if any(a in item["scope"] for item in records)]
+    for axis in axes:
+        table.add_column(axis, overflow="fold")
+    table.add_column("revision", justify="right")
+    extra = "origin" if plane == "memory" else "at"
+    table.add_column(extra, no_wrap=True)
+    for item in records:
+        row = [item["kind"]] if plane == "affect" else []
+        row.append(item["id"])
+        row += [item["scope"].get(axis, "") for axis in axes]
+        row.append("" if item["revision"] is None else str(item["revision"]))
+        row.append(item.get(extra) or "")
+        table.add_row(*row)
+    out.print(table)
+    if page["next_cursor"]:
+        out.print(
+            f"{len(records)} shown; next page: --cursor {page['next_cursor']}", soft_wrap=True
+        )
+    else:
+        out.print(f"{len(records)} shown; end of listing")
+
+
+def render_explore(page: dict[str, Any]) -> None:
+    out = console()
+    table = _table(out, f"{page['plane']} by {page['facet']} ({describe_filter(page['filter'])})")
+    table.add_column(page["facet"], overflow="fold")
+    table.add_column("count", justify="right")
+    table.add_column("drill down with", overflow="fold")
+    for bucket in page["buckets"]:
+        table.add_row(bucket["value"], f"{bucket['count']:,}", f"--narrow {bucket['narrow']}")
+    out.print(table)
+    out.print(
+        f"total {page['total']:,} · missing {page['missing']:,} · "
+        f"more buckets {page['more_buckets']:,} · exact counts (truncated: no)"
+    )
+
+
+def render_get(hits: list[dict[str, Any]], *, full: bool) -> None:
+    for hit in hits:
+        record = dict(hit["record"])
+        if not full:
+            for key in ("embedding", "vector"):
+                if isinstance(record.get(key), list):
+                    record[key] = f"<{len(record[key])} numbers; --full shows them>"
+        print(f"# {hit['kind']} {hit['id']}")
+        emit_json(record)
+
+
+def render_counts(title: str, planes: dict[str, dict[str, Any]], note: str) -> None:
+    out = console()
+    table = _table(out, title)
+    for name in ("plane", "kind", "records"):
+        table.add_column(name, justify="right" if name == "records" else "left")
+    for plane, counts in planes.items():
+        for kind, count in counts.items():
+            if isinstance(count, bool):
+                continue
+            label = "idempotency entries" if kind == "idempotency" else kind
+            table.add_row(plane, label, f"{count:,}")
+    out.print(table)
+    out.print(note)
+
+
+def _bytes(n: int) -> str:
+    size = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if size < 1024 or unit == "GiB":
+            return f"{size:,.0f} {unit}" if unit == "B" else f"{size:,.1f} {unit}"
+        size /= 1024
+    return f"{n} B"
+
+
+def render_stats(report: dict[str, Any]) -> None:
+    out = console()
+    records = _table(out, "records")
+    for name in ("plane", "kind", "records"):
+        records.add_column(name, justify="right" if name == "records" else "left")
+    for plane, info in report["planes"].items():
+        for kind, count in info["records"].items():
+            records.add_row(plane, kind, f"{count:,}")
+    out.print(records)
+    files = _table(out, "files")
+    for name in ("plane", "file", "WAL", "idempotency", "expired", "schema", "dim"):
+        files.add_column(name, justify="left" if name == "plane" else "right")
+    for plane, info in report["planes"].items():
+        files.add_row(
+            plane,
+            _bytes(info["file_bytes"]),
+            _bytes(info["wal_bytes"]),
+            f"{info['idempotency_entries']:,}",
+            f"{info['idempotency_expired']:,}",
+            f"{info['schema_version']} of {info['schema_latest']}",
+            str(info.get("embedding_dim", "")),
+        )
+    out.print(files)
+    for ledger in report["jti"]:
+        out.print(
+            f"jti ledger {ledger['path']}: {ledger['entries']:,} ({ledger['expired']:,} expired)"
+        )
+
+
+def render_check(report: dict[str, Any]) -> None:
+    out = console()
+    for plane, result in report["planes"].items():
+        if result["problems"]:
+            out.print(f"{plane}: {len(result['problems'])} problem(s) in {result['path']}")
+            for problem in result["problems"]:
+                out.print(f"  - {problem}")
+        else:
+            out.print(f"{plane}: ok ({result['path']})")
+    out.print("check passed" if report["ok"] else "check FAILED")

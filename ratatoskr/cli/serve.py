@@ -1,0 +1,76 @@
+"""``ratatoskr serve``: validate the settings, then run gunicorn with the composite app.
+
+The master validates everything once (settings, both store files, the key) so that a bad
+setting exits non-zero with its name instead of crashing every worker at boot. With no key
+setting it generates the development key and prints its path, never the key.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+from typing import Any
+
+EXAMPLE = "ratatoskr call memory health --scope tenant=acme"
+
+
+def _port(value: str) -> int:
+    port = int(value)
+    if not 1 <= port <= 65535:
+        raise argparse.ArgumentTypeError("a port is 1..65535")
+    return port
+
+
+def _workers(value: str) -> int:
+    workers = int(value)
+    if not 1 <= workers <= 64:
+        raise argparse.ArgumentTypeError("workers is 1..64")
+    return workers
+
+
+def dev_key_banner(path: str, generated: bool) -> str:
+    what = "generated a development key in" if generated else "using the development key in"
+    return (
+        f"ratatoskr: {what} {path} (mode 0600; set RATATOSKR_HEIMDALL_KEY_FILE in "
+        f"production)\nratatoskr: try, in a second shell from this directory: {EXAMPLE}"
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    # before anything imports prometheus_client: the multiprocess value class is chosen at import
+    from ratatoskr.gunicorn_conf import ensure_multiproc_dir, release_multiproc_dir
+
+    ensure_multiproc_dir()
+    from ratatoskr.server import check_stores
+    from ratatoskr.settings import SettingsError, load_settings
+
+    try:
+        settings = load_settings(generate_dev_key=True)
+        overrides = {"host": args.host, "port": args.port, "workers": args.workers}
+        settings = dataclasses.replace(
+            settings, **{k: v for k, v in overrides.items() if v is not None}
+        )
+        check_stores(settings)
+    except SettingsError as exc:
+        release_multiproc_dir()
+        print(f"ratatoskr serve: {exc}", file=sys.stderr)
+        return 2
+    if settings.dev_key_file is not None:
+        print(dev_key_banner(str(settings.dev_key_file), settings.dev_key_generated), flush=True)
+    from ratatoskr.cli.gunicorn_app import ServeApplication
+
+    ServeApplication(settings).run()
+    return 0
+
+
+def register(commands: Any) -> None:
+    parser = commands.add_parser(
+        "serve",
+        help="run the server (gunicorn, both planes)",
+        description="Serve both planes with gunicorn; settings come from RATATOSKR_* variables.",
+    )
+    parser.add_argument("--host", help="bind address (default RATATOSKR_HOST or 127.0.0.1)")
+    parser.add_argument("--port", type=_port, help="default RATATOSKR_PORT or 8000")
+    parser.add_argument("--workers", type=_workers, help="default RATATOSKR_WORKERS or 2")
+    parser.set_defaults(handler=run)

@@ -1,0 +1,188 @@
+"""Prometheus metrics: the wire's call observer plus store gauges refreshed at each scrape.
+
+Under gunicorn every worker writes its samples to ``PROMETHEUS_MULTIPROC_DIR`` (set by
+``ratatoskr serve`` before prometheus_client is first imported: the value class is chosen at
+import) and a scrape, whichever worker answers it, sums the files of all workers. Without
+that variable (tests, plain uvicorn) the metrics live in this object's own registry.
+
+Labels are bounded sets chosen by the server (plane, verb the plane knows, outcome code,
+failure reason, record kind), never ids, actors or content.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+)
+from prometheus_client import multiprocess as prom_multiprocess
+from prometheus_client import values as prom_values
+
+from ratatoskr.wire.calllog import CallRecord
+from ratatoskr.wire.plane import Plane
+
+MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
+HEALTH_VALUES = {"ok": 2, "degraded": 1, "down": 0}
+DURATION_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+# which table holds each kind of record, per plane: counted at scrape time
+RECORD_TABLES: dict[str, dict[str, str]] = {
+    "memory": {"chunks": "memory_chunks"},
+    "affect": {"states": "affect_states", "events": "affect_events"},
+}
+CONTENT_TYPE = CONTENT_TYPE_LATEST
+
+
+def multiprocess_dir() -> str | None:
+    path = os.environ.get(MULTIPROC_ENV)
+    return path if path else None
+
+
+def values_are_multiprocess() -> bool:
+    """Whether samples go to files: decided when prometheus_client was first imported, so a
+    variable set later (after the import) must not switch the exposition to the files."""
+    return getattr(prom_values.ValueClass, "__name__", "") == "MmapedValue"
+
+
+class Metrics:
+    """The server's metrics; a ``CallObserver`` for the wire."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        r = self.registry
+        self.requests = Counter(
+            "ratatoskr_requests",
+            "Bifrost calls answered, by plane, verb and wire outcome code",
+            ["plane", "verb", "code"],
+            registry=r,
+        )
+        self.duration = Histogram(
+            "ratatoskr_request_duration_seconds",
+            "Time to answer a Bifrost call",
+            ["plane", "verb"],
+            buckets=DURATION_BUCKETS,
+            registry=r,
+        )
+        self.auth_failures = Counter(
+            "ratatoskr_auth_failures",
+            "Calls refused by token checks, by reason",
+            ["reason"],
+            registry=r,
+        )
+        self.replays = Counter(
+            "ratatoskr_idempotent_replays",
+            "Writes answered from the idempotency cache",
+            ["plane", "verb"],
+            registry=r,
+        )
+        self.records = Gauge(
+            "ratatoskr_store_records",
+            "Records stored, by plane and kind (refreshed at each scrape)",
+            ["plane", "kind"],
+            multiprocess_mode="livemostrecent",
+            registry=r,
+        )
+        self.db_bytes = Gauge(
+            "ratatoskr_db_bytes",
+            "Size of a plane's SQLite file and its WAL",
+            ["plane"],
+            multiprocess_mode="livemostrecent",
+            registry=r,
+        )
+        self.health = Gauge(
+            "ratatoskr_plane_health",
+            "Plane health: 2 ok, 1 degraded, 0 down",
+            ["plane"],
+            multiprocess_mode="livemostrecent",
+            registry=r,
+        )
+        self._known_verbs: dict[str, frozenset[str]] = {"handshake": frozenset({"handshake"})}
+
+    def know_planes(self, planes: Iterable[Plane]) -> None:
+        """The verbs each plane serves: only those become label values."""
+        for plane in planes:
+            self._known_verbs[plane.name] = frozenset(plane.table.verb_names)
+
+    # -- the wire's observer --------------------------------------------------------------
+
+    def call_finished(self, record: CallRecord, duration_seconds: float) -> None:
+        plane = "handshake" if record.plane == "*" else record.plane
+        verbs = self._known_verbs.get(plane, frozenset())
+        if plane not in self._known_verbs:
+            plane = "unknown"
+        verb = record.verb if record.verb in verbs else "unknown"
+        self.requests.labels(plane, verb, record.outcome).inc()
+        self.duration.labels(plane, verb).observe(duration_seconds)
+        if record.outcome.startswith("auth."):
+            self.auth_failures.labels(record.outcome.removeprefix("auth.")).inc()
+        if record.replayed:
+            self.replays.labels(plane, verb).inc()
+
+    # -- scrape ---------------------------------------------------------------------------
+
+    def refresh(self, planes: Mapping[str, Plane]) -> None:
+        """Set the store gauges from the stores themselves (runs in the threadpool)."""
+        for name, plane in planes.items():
+            health = plane.health()
+            self.health.labels(name).set(HEALTH_VALUES.get(str(health.get("status")), 0))
+            db = getattr(plane.store, "db", None)
+            if db is None or getattr(db, "in_memory", True):
+                continue
+            self.db_bytes.labels(name).set(_file_bytes(str(db.path)))
+            for kind, count in _record_counts(db, RECORD_TABLES.get(name, {})).items():
+                self.records.labels(name, kind).set(count)
+
+    def exposition(self) -> bytes:
+        """The text format: all workers' files under gunicorn, this registry otherwise."""
+        path = multiprocess_dir()
+        if path is None or not values_are_multiprocess():
+            return bytes(generate_latest(self.registry))
+        registry = CollectorRegistry()
+        prom_multiprocess.MultiProcessCollector(registry, path=path)  # type: ignore[no-untyped-call]
+        return bytes(generate_latest(registry))
+
+
+def _file_bytes(path: str) -> int:
+    total = 0
+    for suffix in ("", "-wal"):
+        with contextlib.suppress(OSError):
+            total += os.path.getsize(path + suffix)
+    return total
+
+
+def _record_counts(db: Any, tables: Mapping[str, str]) -> dict[str, int]:
+    """``count(*)`` per table; a store that cannot answer reports nothing (health says why)."""
+    counts: dict[str, int] = {}
+    try:
+        with db.read() as conn:
+            for kind, table in tables.items():
+                counts[kind] = int(conn.execute(f"SELECT count(*) FROM {table}").fetchall()[0][0])
+    except Exception:
+        return {}
+    return counts
+
+
+def mark_process_dead(pid: int) -> None:
+    """gunicorn's ``child_exit``: drop a dead worker's live gauges from the sums."""
+    path = multiprocess_dir()
+    if path is not None:
+        prom_multiprocess.mark_process_dead(pid, path)  # type: ignore[no-untyped-call]
+
+
+def wipe_multiprocess_dir() -> None:
+    """gunicorn's ``on_starting``: samples of a previous run must not be summed into this one."""
+    path = multiprocess_dir()
+    if path is None:
+        return
+    os.makedirs(path, exist_ok=True)
+    for name in os.listdir(path):
+        if name.endswith(".db"):
+            os.unlink(os.path.join(path, name))

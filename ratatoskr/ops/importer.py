@@ -1,0 +1,153 @@
+"""``admin import``: load a JSON-lines file into a plane in batches, resumably.
+
+Each batch goes through the store's own write (``upsert_many``, ``put_many`` or
+``append_events``) with an idempotency key derived from the file's name, the batch's index
+and the batch's bytes. A rerun after a failure therefore replays every batch that was
+stored (nothing written twice, no revision bumped) and continues with the first that was
+not; fixing one bad line changes only its own batch's key. Errors name line numbers and
+fields, never a line's content.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from ratatoskr.ops.filters import AFFECT, MEMORY
+from ratatoskr.ops.listing import check_limit
+from ratatoskr.ops.stores import PlaneStore
+from ratatoskr.provider.affect_store import RatatoskrAffectStore
+from ratatoskr.provider.memory_store import RatatoskrMemoryStore
+from ratatoskr.wire.context import CallContext
+from ratatoskr.wire.errors import BifrostError, Unavailable
+
+DEFAULT_BATCH = 200
+MAX_BATCH = 1000
+ACTOR = "ratatoskr-admin-import"
+KINDS = {MEMORY: ("chunk",), AFFECT: ("state", "event")}
+_ITEM = re.compile(r"^(records|events)\[(\d+)\]")
+
+
+class ImportFailed(ValueError):
+    """A line the store refused (or that is not a JSON object); what came before is stored."""
+
+    def __init__(self, message: str, *, line: int, stored: int, batches: int) -> None:
+        super().__init__(message)
+        self.line = line
+        self.stored = stored
+        self.batches = batches
+
+
+@dataclass
+class _Batch:
+    lines: list[int]
+    records: list[Any]
+    raw: list[bytes]
+
+
+def count_lines(path: str) -> int:
+    with open(path, "rb") as handle:
+        return sum(1 for _ in handle)
+
+
+def batch_key(path: str, kind: str, index: int, raw: list[bytes]) -> str:
+    """The batch's idempotency key: same file name, index and bytes, same key."""
+    h = hashlib.sha256()
+    for part in (os.path.basename(path).encode(), kind.encode(), str(index).encode(), *raw):
+        h.update(len(part).to_bytes(8, "big"))
+        h.update(part)
+    return f"import:{kind}:{index}:{h.hexdigest()[:40]}"
+
+
+def import_jsonl(
+    store: PlaneStore,
+    plane: str,
+    path: str,
+    *,
+    kind: str | None = None,
+    batch: int = DEFAULT_BATCH,
+    on_line: Callable[[int], None] | None = None,
+) -> dict[str, Any]:
+    """Import ``path`` into ``store``; ``on_line`` gets the number of lines consumed so far."""
+    kind = kind or KINDS[plane][0]
+    if kind not in KINDS[plane]:
+        raise ValueError(f"kind for the {plane} plane must be one of {', '.join(KINDS[plane])}")
+    check_limit(batch, MAX_BATCH, "batch")
+    tally = {"records": 0, "written": 0, "batches": 0, "replayed_batches": 0}
+    current = _Batch([], [], [])
+    ctx = CallContext(actor=ACTOR)
+
+    def flush() -> None:
+        if not current.records:
+            return
+        key = batch_key(path, kind, tally["batches"], current.raw)
+        try:
+            result = _write(store, kind, current.records, key, ctx)
+        except Unavailable:
+            raise
+        except BifrostError as exc:
+            line, message = _locate(str(exc), current.lines)
+            raise ImportFailed(
+                message, line=line, stored=tally["records"], batches=tally["batches"]
+            ) from None
+        tally["batches"] += 1
+        tally["records"] += len(current.records)
+        replayed = bool(result.get("replayed"))
+        tally["replayed_batches"] += int(replayed)
+        if not replayed:
+            count = result.get("upserted", result.get("written", result.get("appended", 0)))
+            tally["written"] += int(count)
+        current.lines.clear()
+        current.records.clear()
+        current.raw.clear()
+
+    with open(path, "rb") as handle:
+        for number, raw in enumerate(handle, start=1):
+            text = raw.strip()
+            if text:
+                try:
+                    record = orjson.loads(text)
+                except orjson.JSONDecodeError:
+                    record = None
+                if not isinstance(record, dict):
+                    raise ImportFailed(
+                        f"line {number}: not a JSON object",
+                        line=number,
+                        stored=tally["records"],
+                        batches=tally["batches"],
+                    )
+                current.lines.append(number)
+                current.records.append(record)
+                current.raw.append(text)
+                if len(current.records) == batch:
+                    flush()
+            if on_line is not None:
+                on_line(number)
+        flush()
+    return {"plane": plane, "kind": kind, "file": os.path.basename(path), **tally}
+
+
+def _write(
+    store: PlaneStore, kind: str, records: list[Any], key: str, ctx: CallContext
+) -> dict[str, Any]:
+    if isinstance(store, RatatoskrMemoryStore):
+        return store.upsert_many(records, idempotency_key=key, ctx=ctx, idempotency_class="durable")
+    assert isinstance(store, RatatoskrAffectStore)
+    if kind == "state":
+        return store.put_many(records, idempotency_key=key, ctx=ctx, idempotency_class="durable")
+    return store.append_events(records, idempotency_key=key, ctx=ctx, idempotency_class="durable")
+
+
+def _locate(message: str, lines: list[int]) -> tuple[int, str]:
+    """Turn ``records[i]`` in a store error into the file's line number."""
+    found = _ITEM.match(message)
+    if found and int(found.group(2)) < len(lines):
+        line = lines[int(found.group(2))]
+        return line, f"line {line}: the record{message[found.end() :]}"
+    return lines[0], f"lines {lines[0]}..{lines[-1]}: {message}"

@@ -1,0 +1,145 @@
+"""Forget refuses empty filters and removes nothing without --yes; erase leaves no trace of
+the erased subject in the database files, their WAL or shared memory."""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+from typing import Any
+
+from ratatoskr.provider.affect_store import open_affect_store
+from ratatoskr.provider.memory_store import open_memory_store
+from tests.ops.conftest import CTX, DIM, Files
+
+
+def counts(admin: Any, plane: str) -> dict[str, int]:
+    page = admin("explore", plane, "--facet", "tenant", "--json").json()
+    kinds = {"memory": "chunk"}
+    if plane == "memory":
+        return {kinds[plane]: page["total"]}
+    by_kind = admin("explore", "affect", "--facet", "kind", "--json").json()
+    return {b["value"]: b["count"] for b in by_kind["buckets"]}
+
+
+def test_forget_refuses_an_empty_filter(filled: Files, admin: Any) -> None:
+    before = counts(admin, "memory")
+    for args in ([], ["--yes"], ["--dry-run"]):
+        ran = admin("forget", "memory", *args)
+        assert ran.code == 2
+        assert "empty filter" in ran.err
+    assert admin("erase", "--scope", "tenant=", "--yes").code == 2
+    assert counts(admin, "memory") == before
+
+
+def test_forget_without_yes_removes_nothing(filled: Files, admin: Any) -> None:
+    before = counts(admin, "affect")
+    ran = admin("forget", "affect", "--scope", "tenant=acme", "--json")
+    assert ran.code == 1
+    assert ran.json()["removed"] is False
+    would = ran.json()["planes"]["affect"]
+    assert counts(admin, "affect") == before
+    dry = admin("forget", "affect", "--scope", "tenant=acme", "--dry-run", "--yes", "--json")
+    assert dry.code == 0 and dry.json()["planes"]["affect"] == would
+    assert counts(admin, "affect") == before
+    human = admin("forget", "affect", "--scope", "tenant=acme")
+    assert "nothing removed" in human.out and "--yes" in human.out
+
+
+def test_forget_by_filter_and_by_ids(filled: Files, admin: Any) -> None:
+    acme = admin("explore", "affect", "--facet", "kind", "--narrow", "tenant=acme", "--json")
+    expected = {b["value"]: b["count"] for b in acme.json()["buckets"]}
+    ran = admin(
+        "forget", "affect", "--scope", "tenant=acme", "--narrow", "kind=event", "--yes", "--json"
+    )
+    assert ran.code == 0
+    assert ran.json()["planes"]["affect"] == {"event": expected["event"]}
+    left = admin("explore", "affect", "--facet", "kind", "--narrow", "tenant=acme", "--json")
+    assert {b["value"]: b["count"] for b in left.json()["buckets"]} == {"state": expected["state"]}
+    by_ids = admin("forget", "memory", "--ids", "c0001", "c0002", "nope", "--yes", "--json")
+    assert by_ids.json()["planes"]["memory"] == {"chunk": 2}
+    assert admin("get", "memory", "c0001", "c0003", "--json").json()[0]["id"] == "c0003"
+    assert admin("check").code == 0
+
+
+def _traces(directory: Path, needles: list[bytes]) -> list[str]:
+    found = []
+    for path in sorted(directory.iterdir()):
+        if path.is_file():
+            data = path.read_bytes()
+            found += [f"{path.name}: {n!r}" for n in needles if n in data]
+    return found
+
+
+def test_erase_removes_every_trace(filled: Files, admin: Any) -> None:
+    marker = "zq-erase-marker-7f3a91"
+    who = {"tenant": "acme", "end_user": "erase-me"}
+    vector = [0.123456, 0.654321, 0.777777, 0.314159, 0.271828, 0.161803, 0.141421, 0.173205]
+    memory = open_memory_store(str(filled.memory), embedding_dim=DIM)
+    memory.upsert_many(
+        [
+            {"id": f"x{i}", "embedding": vector, "scope": who, "distillate": f"{marker} {i}"}
+            for i in range(3)
+        ],
+        idempotency_key="erase-1",
+        ctx=CTX,
+    )
+    memory.upsert_many(  # a second revision: the first one is in freed pages now
+        [{"id": "x0", "embedding": vector, "scope": who, "distillate": f"{marker} again"}],
+        idempotency_key="erase-2",
+        ctx=CTX,
+    )
+    memory.close()
+    affect = open_affect_store(str(filled.affect))
+    affect.put_many(
+        [{"id": "sx", "scope": who, "note": marker}], idempotency_key="erase-3", ctx=CTX
+    )
+    affect.append_events(
+        [{"id": "ex", "at": "2025-02-01T00:00:00Z", "scope": who, "note": marker}],
+        idempotency_key="erase-4",
+        ctx=CTX,
+    )
+    affect.close()
+    needles = [marker.encode(), struct.pack(f"{DIM}f", *vector)]
+    assert _traces(filled.dir, needles)  # the test would notice the content
+
+    # A "server" keeps both files open throughout, so the WAL and -shm files stay on disk.
+    server_memory = open_memory_store(str(filled.memory), embedding_dim=DIM)
+    server_affect = open_affect_store(str(filled.affect))
+    assert server_memory.get("x1") is not None and server_affect.get("sx") is not None
+    ran = admin("erase", "--scope", "end_user=erase-me", "--yes", "--json")
+    assert ran.code == 0, ran.err
+    planes = ran.json()["planes"]
+    assert planes["memory"]["chunk"] == 3 and planes["memory"]["idempotency"] == 2
+    assert planes["affect"]["state"] == 1 and planes["affect"]["event"] == 1
+    assert planes["affect"]["idempotency"] == 2
+    assert planes["memory"]["wal_truncated"] and planes["affect"]["wal_truncated"]
+    assert marker not in ran.out
+
+    names = {p.name for p in filled.dir.iterdir()}
+    assert {"memory.db-wal", "memory.db-shm", "affect.db-wal", "affect.db-shm"} <= names
+    assert _traces(filled.dir, needles) == []
+    assert server_memory.get("x1") is None and server_affect.get("sx") is None
+    server_memory.close()
+    server_affect.close()
+    assert _traces(filled.dir, needles) == []
+    assert admin("check").code == 0
+    assert admin("list", "memory", "--limit", "500", "--json").json()["records"]
+    assert (
+        admin(
+            "explore", "memory", "--facet", "end_user", "--narrow", "end_user=erase-me", "--json"
+        ).json()["total"]
+        == 0
+    )
+    # the other records are still searchable through the rebuilt vector index
+    memory = open_memory_store(str(filled.memory), embedding_dim=DIM)
+    hits = memory.search([1.0] * DIM, top_k=5)
+    memory.close()
+    assert len(hits) == 5
+
+
+def test_erase_without_yes_is_a_dry_run(filled: Files, admin: Any) -> None:
+    before = counts(admin, "memory")
+    ran = admin("erase", "--scope", "tenant=acme")
+    assert ran.code == 1
+    assert "would remove" in ran.out and "nothing removed" in ran.out
+    assert counts(admin, "memory") == before

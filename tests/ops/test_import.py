@@ -1,0 +1,71 @@
+"""Import is batched and resumable: a bad line stops it with the line's number (never its
+content), and a rerun after the fix replays what was stored and continues."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from tests.ops.conftest import DIM, Files, chunks
+
+
+def write_lines(path: Path, records: list[Any]) -> None:
+    path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in records))
+
+
+def test_memory_import_resumes_without_duplicating(files: Files, admin: Any) -> None:
+    records: list[Any] = chunks(25)
+    secret = "do-not-print-this-9b1e"
+    bad = dict(records[12], embedding=[1.0, 2.0], distillate=secret)
+    path = files.dir / "chunks.jsonl"
+    write_lines(path, [*records[:12], bad, *records[13:]])
+    first = admin("import", "memory", str(path), "--batch", "5")
+    assert first.code == 1
+    assert "line 13" in first.err and "embedding" in first.err
+    assert secret not in first.err + first.out
+    assert "10 record(s) in 2 batch(es)" in first.err
+    assert admin("stats", "--json").json()["planes"]["memory"]["records"] == {"chunk": 10}
+
+    write_lines(path, records)
+    second = admin("import", "memory", str(path), "--batch", "5", "--json")
+    assert second.code == 0, second.err
+    report = second.json()
+    assert report["records"] == 25 and report["batches"] == 5
+    assert report["replayed_batches"] == 2 and report["written"] == 15
+    listed = admin("list", "memory", "--limit", "500", "--json").json()["records"]
+    assert len(listed) == 25
+    assert {r["revision"] for r in listed} == {1}  # replayed, not written again
+    third = admin("import", "memory", str(path), "--batch", "5", "--json").json()
+    assert third["replayed_batches"] == 5 and third["written"] == 0
+
+
+def test_affect_event_import_and_bad_json(files: Files, admin: Any) -> None:
+    path = files.dir / "events.jsonl"
+    lines = [
+        orjson.dumps({"id": f"e{i}", "at": "2025-03-01T10:00:00Z", "scope": {"tenant": "t"}})
+        for i in range(6)
+    ]
+    lines.insert(4, b'{"id": "broken", "secret-content"')
+    path.write_bytes(b"\n".join(lines) + b"\n\n")
+    ran = admin("import", "affect", str(path), "--kind", "event", "--batch", "2")
+    assert ran.code == 1
+    assert "line 5: not a JSON object" in ran.err and "secret-content" not in ran.err
+    del lines[4]
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    ok = admin("import", "affect", str(path), "--kind", "event", "--batch", "2", "--json").json()
+    assert ok["records"] == 6 and ok["written"] == 2 and ok["replayed_batches"] == 2
+    assert admin("explore", "affect", "--facet", "kind", "--json").json()["total"] == 6
+
+
+def test_import_into_a_new_file_needs_a_dimension(
+    tmp_path: Path, admin: Any, monkeypatch: Any
+) -> None:
+    monkeypatch.setenv("RATATOSKR_MEMORY_DB", str(tmp_path / "new.db"))
+    path = tmp_path / "c.jsonl"
+    write_lines(path, chunks(3))
+    ran = admin("import", "memory", str(path))
+    assert ran.code == 2 and "--dim" in ran.err
+    assert admin("import", "memory", str(path), "--dim", str(DIM)).code == 0
+    assert admin("stats", "--json").json()["planes"]["memory"]["records"] == {"chunk": 3}

@@ -1,0 +1,170 @@
+"""stats, check (which must catch a missing and an orphaned vector row), backup while a
+writer commits, prune, and the --help of every command."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import apsw
+import pytest
+import sqlite_vec
+
+from ratatoskr.cli import main
+from ratatoskr.provider.affect_store import open_affect_store
+from ratatoskr.provider.memory_store import open_memory_store
+from ratatoskr.storage.jti import JtiLedger
+from tests.ops.conftest import CTX, DIM, Files
+
+COMMANDS = (
+    "list",
+    "explore",
+    "get",
+    "forget",
+    "erase",
+    "stats",
+    "check",
+    "backup",
+    "prune",
+    "import",
+)
+
+
+def raw(path: Path) -> apsw.Connection:
+    conn = apsw.Connection(str(path))
+    conn.enable_load_extension(True)
+    conn.load_extension(sqlite_vec.loadable_path())
+    return conn
+
+
+def test_stats_counts_records_and_caches(filled: Files, admin: Any) -> None:
+    report = admin("stats", "--json").json()
+    assert report["planes"]["memory"]["records"] == {"chunk": 120}
+    assert report["planes"]["affect"]["records"] == {"event": 60, "state": 40}
+    assert report["planes"]["memory"]["idempotency_entries"] == 3
+    assert report["planes"]["memory"]["embedding_dim"] == DIM
+    assert (
+        report["planes"]["memory"]["schema_version"] == report["planes"]["memory"]["schema_latest"]
+    )
+    human = admin("stats")
+    assert "chunk       120" in human.out and "state        40" in human.out
+
+
+def test_check_passes_a_healthy_store(filled: Files, admin: Any) -> None:
+    ran = admin("check")
+    assert ran.code == 0
+    assert "check passed" in ran.out
+
+
+def test_check_catches_a_missing_and_an_orphaned_vector_row(filled: Files, admin: Any) -> None:
+    conn = raw(filled.memory)
+    conn.execute("DELETE FROM memory_vec WHERE chunk_id = 'c0007'")
+    conn.execute(
+        "INSERT INTO memory_vec (chunk_id, embedding) VALUES ('ghost', ?)", (b"\0\0\x80?" * DIM,)
+    )
+    conn.close()
+    ran = admin("check")
+    assert ran.code == 1
+    assert "1 chunk(s) without a memory_vec row: c0007" in ran.out
+    assert "1 orphaned memory_vec row(s) without a chunk: ghost" in ran.out
+    assert "check FAILED" in ran.out
+    report = admin("check", "--json").json()
+    assert report["ok"] is False and report["planes"]["affect"]["problems"] == []
+
+
+def test_check_catches_a_bad_revision_and_a_newer_schema(filled: Files, admin: Any) -> None:
+    conn = raw(filled.affect)
+    conn.execute("PRAGMA ignore_check_constraints = ON")
+    conn.execute("UPDATE affect_states SET revision = 0 WHERE id = 's0001'")
+    conn.execute("PRAGMA user_version = 99")
+    conn.close()
+    report = admin("check", "--json").json()
+    assert report["ok"] is False
+    assert any("newer" in p or "revision" in p for p in report["planes"]["affect"]["problems"])
+
+
+def test_backup_while_a_writer_commits(filled: Files, admin: Any, tmp_path: Path) -> None:
+    stop = threading.Event()
+    started = threading.Event()
+    written: list[int] = []
+
+    def writer() -> None:
+        store = open_memory_store(str(filled.memory), embedding_dim=DIM)
+        affect = open_affect_store(str(filled.affect))
+        i = 0
+        while not stop.is_set():
+            store.upsert_many(
+                [{"id": f"w{i}", "embedding": [1.0 + i] * DIM, "scope": {"tenant": "live"}}],
+                idempotency_key=f"w{i}",
+                ctx=CTX,
+            )
+            affect.put_many(
+                [{"id": f"w{i}", "scope": {"tenant": "live"}}], idempotency_key=f"w{i}", ctx=CTX
+            )
+            i += 1
+            written.append(i)
+            started.set()
+        store.close()
+        affect.close()
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    try:
+        assert started.wait(30)
+        dest = tmp_path / "backup"
+        ran = admin("backup", "--to", str(dest), "--json")
+    finally:
+        stop.set()
+        thread.join()
+    assert ran.code == 0, ran.err
+    assert ran.json()["check"]["ok"] is True
+    copies = ["--memory-db", str(dest / "memory.db"), "--affect-db", str(dest / "affect.db")]
+    assert admin("check", *copies).code == 0
+    copied = admin("stats", *copies, "--json").json()["planes"]
+    assert copied["memory"]["records"]["chunk"] >= 121
+    assert admin("backup", "--to", str(dest)).code == 2  # never overwrites
+
+
+def test_prune_drops_expired_entries(filled: Files, admin: Any) -> None:
+    past = time.time() - 40 * 24 * 3600
+    store = open_memory_store(str(filled.memory), embedding_dim=DIM, clock=lambda: past)
+    store.upsert_many(
+        [{"id": "old", "embedding": [1.0] * DIM}],
+        idempotency_key="old",
+        ctx=CTX,
+        idempotency_class="ephemeral",
+    )
+    store.close()
+    ledger = JtiLedger(str(filled.dir / "memory.jti.db"))
+    ledger.claim("gone", past)
+    ledger.claim("live", time.time() + 300)
+    ledger.close()
+    assert admin("stats", "--json").json()["planes"]["memory"]["idempotency_expired"] == 1
+    report = admin("prune", "--json").json()
+    assert report["idempotency"] == {"memory": 1, "affect": 0}
+    assert report["jti"] == {str(filled.dir / "memory.jti.db"): 1}
+    assert admin("stats", "--json").json()["jti"][0]["entries"] == 1
+
+
+def test_missing_files_are_reported_not_created(
+    tmp_path: Path, admin: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("RATATOSKR_MEMORY_DB", str(tmp_path / "none.db"))
+    monkeypatch.setenv("RATATOSKR_AFFECT_DB", str(tmp_path / "none2.db"))
+    ran = admin("stats")
+    assert ran.code == 2 and "no database found" in ran.err
+    assert admin("list", "memory").code == 2
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_command_has_help_with_an_example(
+    command: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(["admin", command, "--help"])
+    assert exit_.value.code == 0
+    out = capsys.readouterr().out
+    assert "example:" in out and f"ratatoskr admin {command}" in out

@@ -1,0 +1,72 @@
+"""The compose file validates, and its stop grace period outlasts gunicorn's graceful timeout."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+DOCKER_COMPOSE = shutil.which("docker-compose")
+NAMES = ("worker_class", "max_requests", "control_socket_disable", "graceful_timeout", "timeout")
+
+
+def gunicorn_settings() -> dict[str, Any]:
+    """The packaged gunicorn config, read in a child: importing it sets the metrics variable."""
+    code = (
+        "import json, ratatoskr.gunicorn_conf as c; "
+        f"print(json.dumps({{n: getattr(c, n) for n in {NAMES!r}}}))"
+    )
+    with tempfile.TemporaryDirectory() as metrics:
+        env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": metrics}
+        done = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env
+        )
+    result: dict[str, Any] = json.loads(done.stdout)
+    return result
+
+
+@pytest.mark.skipif(
+    DOCKER_COMPOSE is None,
+    # CI installs it (.ci/run: apt-get install docker-compose), so there it always runs
+    reason="Debian's docker-compose binary is absent",
+)
+def test_docker_compose_config_validates() -> None:
+    assert DOCKER_COMPOSE is not None
+    done = subprocess.run(
+        [DOCKER_COMPOSE, "-f", "docker-compose.yml", "config"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    grace = re.search(r"stop_grace_period:\s*(\d+)s", done.stdout)
+    assert grace is not None
+    assert int(grace.group(1)) > gunicorn_settings()["graceful_timeout"]
+    assert "heimdall_key" in done.stdout and "ratatoskr-data" in done.stdout
+
+
+def test_gunicorn_settings_are_the_production_ones() -> None:
+    conf = gunicorn_settings()
+    assert conf["worker_class"] == "uvicorn_worker.UvicornWorker"
+    assert conf["max_requests"] == 0
+    assert conf["control_socket_disable"] is True
+    assert conf["graceful_timeout"] < conf["timeout"]
+    deploy = (ROOT / "deploy" / "gunicorn.conf.py").read_text()
+    assert "from ratatoskr.gunicorn_conf import *" in deploy
+
+
+def test_the_dockerfile_runs_what_the_tests_run() -> None:
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    assert 'CMD ["python", "-m", "ratatoskr", "serve"]' in dockerfile
+    assert "USER ratatoskr" in dockerfile and "/healthz" in dockerfile
+    assert 'VOLUME ["/data"]' in dockerfile

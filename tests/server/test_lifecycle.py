@@ -1,0 +1,98 @@
+"""Readiness follows the database files; SIGTERM lets in-flight calls finish, then exits 0."""
+
+from __future__ import annotations
+
+import signal
+import socket
+
+import httpx
+
+from ratatoskr.provider.memory_store import open_memory_store
+from tests.server.harness import DIM, Server, envelope, poll, token, vec
+
+
+def test_readyz_turns_503_when_a_database_becomes_unreadable(server: Server) -> None:
+    assert httpx.get(server.url + "/readyz").status_code == 200
+    # tests run as root, where chmod does not stop a read: overwrite the file instead
+    with open(server.root / "data" / "memory.db", "r+b") as handle:
+        handle.write(b"this is not a SQLite database. " * 8)
+
+    def not_ready() -> httpx.Response | None:
+        response = httpx.get(server.url + "/readyz")
+        return response if response.status_code == 503 else None
+
+    body = poll(not_ready, 10, "/readyz to answer 503").json()
+    assert body["ready"] is False
+    assert body["planes"]["memory"]["status"] == "down"
+    assert body["planes"]["memory"]["reason"]
+    assert body["planes"]["affect"]["status"] == "ok"
+    assert httpx.get(server.url + "/healthz").status_code == 200  # liveness touches no file
+    assert 'ratatoskr_plane_health{plane="memory"} 0.0' in httpx.get(server.url + "/metrics").text
+
+
+def _read_response(sock: socket.socket) -> tuple[int, bytes]:
+    """One HTTP/1.1 response with a Content-Length: its status and body."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = sock.recv(65536)
+        assert chunk, "the server closed the connection before answering"
+        data += chunk
+    head, _, rest = data.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    status = int(lines[0].split()[1])
+    length = next(
+        int(v) for k, _, v in (h.partition(":") for h in lines[1:]) if k.lower() == "content-length"
+    )
+    while len(rest) < length:
+        chunk = sock.recv(65536)
+        assert chunk, "the server closed the connection mid-body"
+        rest += chunk
+    return status, rest[:length]
+
+
+def test_sigterm_drains_in_flight_calls_and_exits_0(server: Server) -> None:
+    """Calls whose body is still arriving when SIGTERM lands are answered, and committed."""
+    in_flight = []
+    for i in range(4):
+        record = {
+            "id": f"d{i}",
+            "embedding": vec(1, i),
+            "scope": {"tenant": "acme"},
+            "distillate": "x",
+        }
+        body = envelope("upsert_many", {"records": [record], "idempotency_key": f"drain-{i}"})
+        sock = socket.create_connection(("127.0.0.1", server.port), timeout=30)
+        # a complete keep-alive request first: the worker has now accepted this connection
+        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: ratatoskr\r\n\r\n")
+        assert _read_response(sock)[0] == 200
+        head = (
+            "POST /bifrost/memory-call HTTP/1.1\r\nHost: ratatoskr\r\n"
+            "Content-Type: application/json\r\n"
+            f"Authorization: Bearer {token(body, 'memory', 'upsert_many')}\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n"
+        ).encode()
+        sock.sendall(head + body[:10])  # the call has started; its body is not complete
+        in_flight.append((sock, body))
+
+    assert server.process is not None
+    server.process.send_signal(signal.SIGTERM)
+    poll(
+        lambda: server.output().count('"event":"Shutting down"') >= server.workers or None,
+        15,
+        "both workers to begin shutting down",
+    )
+    for sock, body in in_flight:
+        sock.sendall(body[10:])
+    answers = [_read_response(sock) for sock, _ in in_flight]
+    for sock, _ in in_flight:
+        sock.close()
+    assert [status for status, _ in answers] == [200] * len(in_flight), answers
+    assert server.process.wait(timeout=40) == 0
+
+    store = open_memory_store(str(server.root / "data" / "memory.db"), embedding_dim=DIM)
+    try:
+        assert [c["id"] for c in store.get_many([f"d{i}" for i in range(4)])] == [
+            f"d{i}" for i in range(4)
+        ]
+    finally:
+        store.close()

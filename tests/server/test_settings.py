@@ -1,0 +1,113 @@
+"""Bad settings stop the start with a non-zero exit naming the setting, never the key; with
+no settings at all a development key is generated with mode 0600 and only its path printed."""
+
+from __future__ import annotations
+
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+
+from ratatoskr.provider.memory_store import open_memory_store
+from ratatoskr.settings import SettingsError, load_settings
+from tests.server.harness import Server, clean_env, free_port
+
+SHORT_KEY = "zq-short-key-7a"
+
+
+def _serve(tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    base = {
+        "RATATOSKR_MEMORY_DB": str(tmp_path / "m.db"),
+        "RATATOSKR_AFFECT_DB": str(tmp_path / "a.db"),
+        "RATATOSKR_HEIMDALL_KEY": "k" * 32,
+        "RATATOSKR_MEMORY_EMBEDDING_DIM": "8",
+    }
+    return subprocess.run(
+        [sys.executable, "-m", "ratatoskr", "serve", "--port", str(free_port())],
+        cwd=tmp_path,
+        env=clean_env({**base, **env}),
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+
+
+@pytest.mark.parametrize(
+    ("env", "setting"),
+    [
+        ({"RATATOSKR_MEMORY_EMBEDDING_DIM": "0"}, "RATATOSKR_MEMORY_EMBEDDING_DIM"),
+        ({"RATATOSKR_MEMORY_EMBEDDING_DIM": "many"}, "RATATOSKR_MEMORY_EMBEDDING_DIM"),
+        ({"RATATOSKR_HEIMDALL_KEY": SHORT_KEY}, "RATATOSKR_HEIMDALL_KEY"),
+        ({"RATATOSKR_LOG_FORMAT": "xml"}, "RATATOSKR_LOG_FORMAT"),
+    ],
+)
+def test_a_bad_setting_exits_non_zero_naming_it(
+    tmp_path: Path, env: dict[str, str], setting: str
+) -> None:
+    done = _serve(tmp_path, **env)
+    assert done.returncode != 0
+    assert setting in done.stderr
+    assert SHORT_KEY not in done.stderr + done.stdout
+
+
+def test_an_unwritable_database_path_exits_non_zero_naming_it(tmp_path: Path) -> None:
+    blocker = tmp_path / "not-a-directory"
+    blocker.write_text("a file where a directory should be")
+    done = _serve(tmp_path, RATATOSKR_AFFECT_DB=str(blocker / "affect.db"))
+    assert done.returncode != 0
+    assert "RATATOSKR_AFFECT_DB" in done.stderr
+
+
+def test_a_database_of_another_dimension_names_the_dimension(tmp_path: Path) -> None:
+    open_memory_store(str(tmp_path / "m.db"), embedding_dim=4).close()
+    done = _serve(tmp_path)
+    assert done.returncode != 0
+    assert "RATATOSKR_MEMORY_EMBEDDING_DIM" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("RATATOSKR_PORT", "70000"),
+        ("RATATOSKR_WORKERS", "0"),
+        ("RATATOSKR_MAX_BODY_BYTES", "-1"),
+        ("RATATOSKR_MAX_TOKEN_TTL", "soon"),
+        ("RATATOSKR_ALLOW_UNSCOPED_TOKENS", "perhaps"),
+        ("RATATOSKR_LOG_LEVEL", "loud"),
+        ("RATATOSKR_SQLITE_SYNCHRONOUS", "OFF"),
+        ("RATATOSKR_HEIMDALL_KEY_FILE", "/nonexistent/key"),
+    ],
+)
+def test_load_settings_names_each_bad_setting(tmp_path: Path, name: str, value: str) -> None:
+    env = {"RATATOSKR_HEIMDALL_KEY": "k" * 32, name: value}
+    if name == "RATATOSKR_HEIMDALL_KEY_FILE":
+        env.pop("RATATOSKR_HEIMDALL_KEY")
+    with pytest.raises(SettingsError, match=name):
+        load_settings(env, cwd=tmp_path)
+
+
+def test_defaults_generate_a_private_key_and_print_only_its_path(tmp_path: Path) -> None:
+    server = Server(tmp_path, settings=False)
+    try:
+        server.start()
+        key_file = tmp_path / "data" / "heimdall.key"
+        assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
+        key = key_file.read_text().strip()
+        assert len(bytes.fromhex(key)) >= 32
+        first_line = server.stdout_path.read_text().splitlines()[0]
+        assert str(key_file) in first_line
+        assert "ratatoskr call" in server.output()
+        assert key not in server.output()
+        assert (tmp_path / "data" / "memory.db").exists()
+        assert (tmp_path / "data" / "affect.db").exists()
+        assert httpx.get(server.url + "/readyz").status_code == 200
+        assert server.terminate() == 0
+    finally:
+        server.kill()
+    # a second start reuses the key rather than replacing it
+    again = load_settings({}, cwd=tmp_path, generate_dev_key=True)
+    assert again.dev_key_file == key_file and not again.dev_key_generated
+    assert key_file.read_text().strip() == key
