@@ -37,7 +37,6 @@ from ratatoskr.settings import (
     load_settings,
 )
 from ratatoskr.storage.database import SchemaError
-from ratatoskr.storage.filecheck import FileIdentity
 from ratatoskr.storage.jti import JtiLedger
 from ratatoskr.wire.plane import Plane
 from ratatoskr.wire.tokens import TokenVerifier
@@ -65,30 +64,15 @@ def ledger_path(settings: Settings, planes: Sequence[str]) -> str:
     return os.path.splitext(path)[0] + ".jti.db"
 
 
-@dataclass(frozen=True)
-class FileCheckedPlane(Plane):
-    """A plane whose health also checks its database file on disk (see ``filecheck``)."""
-
-    file: FileIdentity | None = None
-
-    def health(self) -> dict[str, Any]:
-        problem = self.file.problem() if self.file is not None else None
-        if problem is not None:
-            return {"status": "down", "reason": problem}
-        return super().health()
-
-
 def open_plane(settings: Settings, name: str) -> tuple[Plane, Any]:
     """One plane over its opened store; the store is returned to be closed."""
     if name == "memory":
         memory = open_memory_store(
             settings.memory_db, embedding_dim=settings.embedding_dim, settings=settings.database
         )
-        table = memory_plane(memory).table
-        return FileCheckedPlane(table, memory, FileIdentity.of(settings.memory_db)), memory
+        return memory_plane(memory), memory
     affect = open_affect_store(settings.affect_db, settings=settings.database)
-    table = affect_plane(affect).table
-    return FileCheckedPlane(table, affect, FileIdentity.of(settings.affect_db)), affect
+    return affect_plane(affect), affect
 
 
 def open_stores(settings: Settings, planes: Sequence[str]) -> tuple[OpenStores, JtiLedger]:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 import apsw
 import sqlite_vec
 
+from ratatoskr.storage.filecheck import FileIdentity
 from ratatoskr.wire.errors import Unavailable
 
 SYNCHRONOUS_ENV = "RATATOSKR_SQLITE_SYNCHRONOUS"
@@ -97,6 +98,7 @@ class Database:
         self._write_lock = threading.Lock()
         self._closed = False
         first = self._connect()
+        self.identity = None if self.in_memory else FileIdentity.of(path)
         self._shared = first if self.in_memory else None
         if not self.in_memory:
             self._local.conn = first

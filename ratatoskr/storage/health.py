@@ -1,6 +1,8 @@
 """The health rules every plane store answers with (the memory pins, shared by affect).
 
-``down`` when the file cannot be read or written or carries another schema version;
+``down`` when the file cannot be read or written, is gone, was replaced or overwritten under
+the open store (SQLite would go on serving from its cache; see ``filecheck``), or carries
+another schema version;
 ``degraded`` while it serves but needs an operator (disk over 95 % full, expired idempotency
 entries piling up). Infallible: no exception escapes, and a reason never holds a path or key.
 """
@@ -28,6 +30,9 @@ def check_health(
     """``expired_backlog`` counts expired idempotency entries; ``probe`` is an optional extra
     statement the plane needs to work (an extension function, say)."""
     try:
+        problem = db.identity.problem() if db.identity is not None else None
+        if problem is not None:
+            return {"status": "down", "reason": problem}
         with db.read() as conn:
             if probe is not None:
                 probe(conn)
