@@ -9,10 +9,22 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
+import shutil
 import sys
 from typing import Any
 
-EXAMPLE = "ratatoskr call memory health --scope tenant=acme"
+EXAMPLE = "call memory health --scope tenant=acme"
+
+
+def cli_command() -> str:
+    """How to type ``ratatoskr`` here: bare when it is on PATH, else the virtualenv's script
+    relative to the current directory (``make run`` does not activate ``.venv``)."""
+    script = os.path.join(os.path.dirname(sys.executable), "ratatoskr")
+    if shutil.which("ratatoskr") == script or not os.path.exists(script):
+        return "ratatoskr"
+    relative = os.path.relpath(script)
+    return relative if not relative.startswith("..") else script
 
 
 def _port(value: str) -> int:
@@ -33,7 +45,8 @@ def dev_key_banner(path: str, generated: bool) -> str:
     what = "generated a development key in" if generated else "using the development key in"
     return (
         f"ratatoskr: {what} {path} (mode 0600; set RATATOSKR_HEIMDALL_KEY_FILE in "
-        f"production)\nratatoskr: try, in a second shell from this directory: {EXAMPLE}"
+        f"production)\nratatoskr: try, in a second shell from this directory: "
+        f"{cli_command()} {EXAMPLE}"
     )
 
 
