@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: run test lint bench bench-quick clean
+.PHONY: run test lint bench bench-quick bench-1m bench-http clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -23,11 +23,27 @@ lint: $(STAMP)
 test: lint
 	HYPOTHESIS_PROFILE=ci $(PY) -m pytest -q
 
+# --peers adds Chroma and LanceDB when the optional extra is installed
+# (pip install -e '.[peers]'); without it they are skipped.
 bench: $(STAMP)
-	$(PY) -m bench.memory_search
+	$(PY) -m bench.memory_search --peers
 
 bench-quick: $(STAMP)
 	$(PY) -m bench.memory_search --quick
+
+# 1M x 384, loaded through upsert_many in batches of 1,000 (~10 min); report to its own file.
+bench-1m: $(STAMP)
+	$(PY) -m bench.memory_search --n 1000000 --dim 384 --batch 1000 --queries 50 --out docs/performance-1m.md
+
+bench-http: $(STAMP)
+	$(PY) -m bench.http_load --chunks 20000 --duration 60 --workers 2 --concurrency 8
+
+# reliability benchmarks (docs/reliability.md), not part of `make test`
+soak: $(STAMP)
+	$(PY) -m bench.soak
+
+token-flood: $(STAMP)
+	$(PY) -m bench.token_flood
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -156,6 +156,7 @@ def create_app(settings: Settings, *, planes: Sequence[str] = PLANES) -> Starlet
                 settings.consumer_id,
                 settings.max_body_bytes,
                 observer=metrics,
+                body_timeout=settings.body_timeout,
             )
             app.state.wire = holder.app.state.wire
             yield

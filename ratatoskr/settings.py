@@ -14,8 +14,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ratatoskr.storage.database import SYNCHRONOUS_ENV, DatabaseSettings
-from ratatoskr.wire.http import DEFAULT_MAX_BODY_BYTES
+from ratatoskr.storage.database import (
+    BUSY_TIMEOUT_ENV,
+    DEFAULT_BUSY_TIMEOUT_MS,
+    MAX_DB_BYTES_ENV,
+    SYNCHRONOUS_ENV,
+    DatabaseSettings,
+)
+from ratatoskr.wire.http import DEFAULT_BODY_TIMEOUT, DEFAULT_MAX_BODY_BYTES
 from ratatoskr.wire.keys import (
     DEFAULT_KEY_FILE,
     KEY_ENV,
@@ -38,6 +44,7 @@ CONSUMER_ENV = "RATATOSKR_CONSUMER_ID"
 ISSUER_ENV = "RATATOSKR_ISSUER"
 MAX_BODY_ENV = "RATATOSKR_MAX_BODY_BYTES"
 MAX_TTL_ENV = "RATATOSKR_MAX_TOKEN_TTL"
+BODY_TIMEOUT_ENV = "RATATOSKR_BODY_TIMEOUT"
 HOST_ENV = "RATATOSKR_HOST"
 PORT_ENV = "RATATOSKR_PORT"
 WORKERS_ENV = "RATATOSKR_WORKERS"
@@ -75,6 +82,7 @@ class Settings:
     issuer: str = DEFAULT_ISSUER
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     max_token_ttl: int = DEFAULT_MAX_LIFETIME
+    body_timeout: int = DEFAULT_BODY_TIMEOUT
     host: str = DEFAULT_HOST
     port: int = DEFAULT_PORT
     workers: int = DEFAULT_WORKERS
@@ -194,8 +202,14 @@ def load_settings(
     """Read and validate every setting; ``SettingsError`` names the first bad one."""
     env = os.environ if env is None else env
     cwd = cwd or Path.cwd()
+    busy_ms = _int(env, BUSY_TIMEOUT_ENV, DEFAULT_BUSY_TIMEOUT_MS, 1, 600_000)
+    max_db = _int(env, MAX_DB_BYTES_ENV, 0, 1 << 20, 1 << 50) or None
     try:
-        database = DatabaseSettings(synchronous=env.get(SYNCHRONOUS_ENV, "NORMAL") or "NORMAL")
+        database = DatabaseSettings(
+            synchronous=env.get(SYNCHRONOUS_ENV, "NORMAL") or "NORMAL",
+            busy_timeout_ms=busy_ms,
+            max_db_bytes=max_db,
+        )
     except ValueError as exc:
         raise SettingsError(str(exc)) from None
     dim = _int(env, DIM_ENV, DEFAULT_DIM, 1, MAX_DIM)
@@ -214,6 +228,7 @@ def load_settings(
         issuer=_text(env, ISSUER_ENV, DEFAULT_ISSUER),
         max_body_bytes=_int(env, MAX_BODY_ENV, DEFAULT_MAX_BODY_BYTES, 1024, 1 << 30),
         max_token_ttl=_int(env, MAX_TTL_ENV, DEFAULT_MAX_LIFETIME, 1, 3600),
+        body_timeout=_int(env, BODY_TIMEOUT_ENV, DEFAULT_BODY_TIMEOUT, 1, 3600),
         host=_text(env, HOST_ENV, DEFAULT_HOST),
         port=_int(env, PORT_ENV, DEFAULT_PORT, 1, 65535),
         workers=_int(env, WORKERS_ENV, DEFAULT_WORKERS, 1, 64),

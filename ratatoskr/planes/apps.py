@@ -18,7 +18,7 @@ from starlette.routing import Route
 from ratatoskr.planes.affect import AffectStore, affect_plane
 from ratatoskr.planes.memory import MemoryStore, memory_plane
 from ratatoskr.storage.jti import JtiLedger
-from ratatoskr.wire.http import DEFAULT_MAX_BODY_BYTES, WireEndpoints
+from ratatoskr.wire.http import DEFAULT_BODY_TIMEOUT, DEFAULT_MAX_BODY_BYTES, WireEndpoints
 from ratatoskr.wire.keys import Keyring
 from ratatoskr.wire.observer import CallObserver
 from ratatoskr.wire.openapi import openapi_document
@@ -34,6 +34,7 @@ def build_plane_app(
     consumer_id: str,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     observer: CallObserver | None = None,
+    body_timeout: float = DEFAULT_BODY_TIMEOUT,
 ) -> Starlette:
     """The wire over ``planes``, plus ``GET /openapi.json`` describing exactly them.
 
@@ -49,6 +50,7 @@ def build_plane_app(
         replay_guard,
         consumer_id,
         max_body_bytes=max_body_bytes,
+        body_timeout=body_timeout,
         observer=observer,
     )
     document = orjson.dumps(openapi_document([p.table for p in planes]))

@@ -8,10 +8,12 @@ not seen, so a search sees every write committed before it began (read-your-writ
 workers). A mirror that fell behind the pruned log, or saw the log go backwards (a restored
 file), reloads whole.
 
-Ranking is two-step and exact: float32 scores over the admitted rows pick ``top_k + margin``
-candidates (widened to every row within ``SCORE_EPSILON`` of the k-th when the cut is
-crowded), then ``cosine.cosine_scores`` recomputes them in float64, the same function the
-reference store uses.
+Rows are kept grouped by scope: a load sorts them by (tenant, group, end_user, agent_self),
+so one tenant, or one end_user inside it, is a contiguous slice that ``memory_ranking``
+scores in place instead of gathering it. Writes after the load update a row in place when
+its scope is unchanged and otherwise append to an unsorted tail; when the tail or the dead
+rows grow past a share of the mirror, it reloads (sorted again). The rows an axis value
+admits are cached per (axis, value) until the next change.
 """
 
 from __future__ import annotations
@@ -19,23 +21,22 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Sequence
-from typing import Any
 
 import apsw
 import numpy as np
 import numpy.typing as npt
 
 from ratatoskr.provider.cosine import F32, cosine_scores, rank
+from ratatoskr.provider.memory_ranking import I64, candidates, score_rows
 from ratatoskr.wire.scope import AXES, Scope
 
 MIRROR_BYTES_ENV = "RATATOSKR_MEMORY_MIRROR_BYTES"
 DEFAULT_MIRROR_BYTES = 4 << 30
-CANDIDATE_MARGIN = 8
-SCORE_EPSILON = 2e-4
-PYTHON_BYTES_PER_ROW = 160  # the id string, its dict entry and list slot, measured roughly
+# The id string, its dict entry and list slot (~160 B), and the cached per-axis row lists
+# (at most one int64 per axis per row).
+PYTHON_BYTES_PER_ROW = 160 + 8 * len(AXES)
 _FETCH_BATCH = 500
-
-I64 = npt.NDArray[np.int64]
+_SCAN = "SELECT chunk_id, tenant, grp, end_user, agent_self FROM memory_chunks ORDER BY rowid"
 
 
 def mirror_budget_from_env() -> int:
@@ -50,8 +51,14 @@ def mirror_budget_from_env() -> int:
     return value
 
 
+def bytes_per_row(dim: int) -> int:
+    """What one chunk costs the mirror: the float32 vector, its inverse norm, four axis
+    codes, the alive flag and the Python-side id bookkeeping."""
+    return dim * 4 + 4 + 4 * len(AXES) + 1 + PYTHON_BYTES_PER_ROW
+
+
 class VectorMirror:
-    """Vectors, inverse norms and axis codes of every live chunk, in row order."""
+    """Vectors, inverse norms and axis codes of every live chunk, grouped by scope."""
 
     def __init__(self, dim: int, max_bytes: int) -> None:
         self.dim = dim
@@ -59,14 +66,16 @@ class VectorMirror:
         self.lock = threading.Lock()
         self.seq = -1  # last change applied; -1: never loaded
         self.over_budget = False
+        self.reloads = 0
         self._reset(0)
 
     @property
     def bytes_per_row(self) -> int:
-        return self.dim * 4 + 4 + 4 * len(AXES) + 1 + PYTHON_BYTES_PER_ROW
+        return bytes_per_row(self.dim)
 
     def _reset(self, capacity: int) -> None:
         self.n = 0
+        self.sorted_n = 0  # rows below this are grouped by scope; the rest is the tail
         self.matrix: F32 = np.zeros((capacity, self.dim), dtype=np.float32)
         self.inv_norms: F32 = np.zeros(capacity, dtype=np.float32)
         self.codes = np.zeros((len(AXES), capacity), dtype=np.int32)
@@ -75,6 +84,7 @@ class VectorMirror:
         self.ids: list[str] = []
         self.rows: dict[str, int] = {}
         self.values: list[dict[str, int]] = [{} for _ in AXES]
+        self._postings: dict[tuple[int, int], I64] = {}
 
     # -- keeping in step ---------------------------------------------------------------
 
@@ -92,61 +102,85 @@ class VectorMirror:
             return not self.over_budget
         behind = floor is not None and self.seq < int(floor) - 1
         if self.seq > head or self.seq < 0 or behind or self.over_budget:
-            count = conn.execute("SELECT count(*) FROM memory_chunks").fetchall()[0][0]
-            return self._reload(conn, head, int(count))
+            return self._reload(conn, head)
         changed = [
             r[0]
             for r in conn.execute(
                 "SELECT DISTINCT chunk_id FROM memory_changes WHERE seq > ?", (self.seq,)
             ).fetchall()
         ]
+        self._postings.clear()
         for start in range(0, len(changed), _FETCH_BATCH):
             part = changed[start : start + _FETCH_BATCH]
-            found = self._fetch(conn, f"WHERE chunk_id IN ({','.join('?' * len(part))})", part)
+            found = conn.execute(
+                "SELECT chunk_id, tenant, grp, end_user, agent_self, embedding "
+                f"FROM memory_chunks WHERE chunk_id IN ({','.join('?' * len(part))})",
+                part,
+            ).fetchall()
             seen = set()
-            for row in found:
-                self._put(*row)
-                seen.add(row[0])
+            for chunk_id, tenant, grp, end_user, agent_self, blob in found:
+                self._put(chunk_id, (tenant, grp, end_user, agent_self), blob)
+                seen.add(chunk_id)
             for chunk_id in part:
                 if chunk_id not in seen:
                     self._kill(chunk_id)
         self.seq = head
-        if (self.n - self.dead) * self.bytes_per_row > self.max_bytes:
-            return self._reload(conn, head, self.n - self.dead)
-        if self.dead > 1024 and self.dead > self.n // 4:
-            self._compact()
+        live = self.n - self.dead
+        if live * self.bytes_per_row > self.max_bytes:
+            return self._reload(conn, head)
+        tail = self.n - self.sorted_n
+        if max(tail, self.dead) > max(4096, live // 8):
+            return self._reload(conn, head)  # regroup: the tail and the holes grew too big
         return True
 
-    def _reload(self, conn: apsw.Connection, head: int, count: int) -> bool:
-        self.seq = head
+    def _reload(self, conn: apsw.Connection, head: int) -> bool:
+        """Load every chunk afresh, sorted by scope. Two passes over the table in rowid
+        order inside the caller's snapshot: the scopes first (to place each row), then the
+        vectors straight into their places, so no second copy of the matrix is made."""
+        self.seq = -1  # a failure part-way leaves a mirror that reloads on the next search
+        self.reloads += 1
+        count = int(conn.execute("SELECT count(*) FROM memory_chunks").fetchall()[0][0])
         if count * self.bytes_per_row > self.max_bytes:
             self.over_budget = True
             self._reset(0)
+            self.seq = head
             return False
         self.over_budget = False
+        self._reset(0)  # drop the old arrays before the new ones are made
         self._reset(max(count, 16))
-        for row in self._fetch(conn, "", []):
-            self._put(*row)
+        ids: list[str] = []
+        codes = self.codes
+        for i, (chunk_id, *axes) in enumerate(conn.execute(_SCAN)):
+            ids.append(chunk_id)
+            for axis_index, value in enumerate(axes):
+                codes[axis_index, i] = self._code(axis_index, value)
+        count = len(ids)
+        order = np.lexsort(codes[::-1, :count])  # tenant first, then group, end_user, agent
+        place = np.empty(count, dtype=np.int64)
+        place[order] = np.arange(count)
+        self.codes[:, :count] = codes[:, order]
+        self.ids = [ids[i] for i in order.tolist()]
+        self.rows = {cid: i for i, cid in enumerate(self.ids)}
+        matrix = self.matrix
+        at = place.tolist()
+        for i, (blob,) in enumerate(
+            conn.execute("SELECT embedding FROM memory_chunks ORDER BY rowid")
+        ):
+            matrix[at[i]] = np.frombuffer(blob, dtype=np.float32)
+        for lo in range(0, count, 4096):
+            block = matrix[lo : min(count, lo + 4096)].astype(np.float64)
+            self.inv_norms[lo : lo + len(block)] = 1.0 / np.sqrt((block * block).sum(axis=1))
+        self.alive[:count] = True
+        self.n = self.sorted_n = count
+        self.seq = head
         return True
 
-    @staticmethod
-    def _fetch(conn: apsw.Connection, where: str, params: Sequence[str]) -> Any:
-        return conn.execute(
-            "SELECT chunk_id, tenant, grp, end_user, agent_self, embedding "
-            f"FROM memory_chunks {where}",
-            params,
-        )
-
-    def _put(
-        self,
-        chunk_id: str,
-        tenant: str | None,
-        grp: str | None,
-        end_user: str | None,
-        agent_self: str | None,
-        blob: bytes,
-    ) -> None:
+    def _put(self, chunk_id: str, axes: tuple[str | None, ...], blob: bytes) -> None:
+        codes = [self._code(axis_index, value) for axis_index, value in enumerate(axes)]
         row = self.rows.get(chunk_id)
+        if row is not None and self.codes[:, row].tolist() != codes:
+            self._kill(chunk_id)  # its scope moved: its old place is in another group
+            row = None
         if row is None:
             if self.n == len(self.alive):
                 self._grow(max(16, self.n * 2))
@@ -154,13 +188,12 @@ class VectorMirror:
             self.n += 1
             self.rows[chunk_id] = row
             self.ids.append(chunk_id)
+            self.codes[:, row] = codes
+            self.alive[row] = True
         vector = np.frombuffer(blob, dtype=np.float32)
         self.matrix[row] = vector
-        norm = float(np.sqrt(np.dot(vector.astype(np.float64), vector.astype(np.float64))))
-        self.inv_norms[row] = 1.0 / norm
-        for axis_index, value in enumerate((tenant, grp, end_user, agent_self)):
-            self.codes[axis_index, row] = self._code(axis_index, value)
-        self.alive[row] = True
+        wide = vector.astype(np.float64)
+        self.inv_norms[row] = 1.0 / float(np.sqrt(np.dot(wide, wide)))
 
     def _code(self, axis_index: int, value: str | None) -> int:
         if value is None:
@@ -188,75 +221,80 @@ class VectorMirror:
         alive[: self.n] = self.alive[: self.n]
         self.alive = alive
 
-    def _compact(self) -> None:
-        keep = np.flatnonzero(self.alive[: self.n])
-        ids = [self.ids[i] for i in keep]
-        matrix, inv, codes = self.matrix[keep], self.inv_norms[keep], self.codes[:, keep]
-        values = self.values
-        self._reset(max(16, len(keep)))
-        self.values = values
-        self.n = len(keep)
-        self.matrix[: self.n], self.inv_norms[: self.n], self.codes[:, : self.n] = (
-            matrix,
-            inv,
-            codes,
-        )
-        self.alive[: self.n] = True
-        self.ids = ids
-        self.rows = {cid: i for i, cid in enumerate(ids)}
-
     # -- search ------------------------------------------------------------------------
 
-    def admitted(self, scope_all: Scope, scope_any: Sequence[Scope]) -> I64 | None:
-        """Rows the filter admits; ``None`` means every live row (no filter at all)."""
-        n = self.n
-        mask: npt.NDArray[np.bool_] | None = None
-        for axis, value in scope_all.items():
-            hit = self._axis_mask(axis, value)
-            mask = hit if mask is None else mask & hit
-        if scope_any and all(scope_any):
-            union = np.zeros(n, dtype=bool)
-            for element in scope_any:
-                branch: npt.NDArray[np.bool_] | None = None
-                for axis, value in element.items():
-                    hit = self._axis_mask(axis, value)
-                    branch = hit if branch is None else branch & hit
-                assert branch is not None
-                union |= branch
-            mask = union if mask is None else mask & union
-        if mask is None:
-            return None if self.dead == 0 else np.flatnonzero(self.alive[:n])
-        return np.flatnonzero(mask)
-
-    def _axis_mask(self, axis: str, value: str) -> npt.NDArray[np.bool_]:
-        axis_index = AXES.index(axis)
+    def _posting(self, axis_index: int, value: str) -> I64:
+        """The live rows whose ``axis`` is ``value``, ascending (cached until a change)."""
         code = self.values[axis_index].get(value)
         if code is None:
-            return np.zeros(self.n, dtype=bool)
-        return np.asarray(self.codes[axis_index, : self.n] == code)
+            return np.zeros(0, dtype=np.int64)
+        key = (axis_index, code)
+        rows = self._postings.get(key)
+        if rows is None:
+            rows = self._postings[key] = np.flatnonzero(self.codes[axis_index, : self.n] == code)
+        return rows
+
+    def _conjunction(self, scope: Scope) -> I64:
+        """Rows holding every pair of ``scope`` (non-empty): the rarest pair's rows, kept
+        where the other pairs' codes match."""
+        pairs = [(AXES.index(axis), value) for axis, value in scope.items()]
+        postings = [self._posting(a, v) for a, v in pairs]
+        best = min(range(len(pairs)), key=lambda i: len(postings[i]))
+        rows = postings[best]
+        for i, (axis_index, value) in enumerate(pairs):
+            if i != best and len(rows):
+                code = self.values[axis_index][value]  # present: its posting was found
+                rows = rows[self.codes[axis_index, rows] == code]
+        return rows
+
+    def _matches_any(self, rows: I64, scope_any: Sequence[Scope]) -> npt.NDArray[np.bool_]:
+        keep = np.zeros(len(rows), dtype=bool)
+        for element in scope_any:
+            branch = np.ones(len(rows), dtype=bool)
+            for axis, value in element.items():
+                axis_index = AXES.index(axis)
+                code = self.values[axis_index].get(value)
+                if code is None:
+                    branch[:] = False
+                    break
+                branch &= self.codes[axis_index, rows] == code
+            keep |= branch
+        return keep
+
+    def admitted(self, scope_all: Scope, scope_any: Sequence[Scope]) -> I64 | None:
+        """Rows the filter admits, ascending; ``None`` means every live row."""
+        use_any = bool(scope_any) and all(scope_any)  # an empty element admits everything
+        if scope_all:
+            rows = self._conjunction(scope_all)
+            return rows[self._matches_any(rows, scope_any)] if use_any and len(rows) else rows
+        if not use_any:
+            return None
+        branches = [self._conjunction(element) for element in scope_any]
+        total = sum(len(b) for b in branches)
+        if len(branches) == 1 or total == 0:
+            return branches[0] if len(branches) == 1 else np.zeros(0, dtype=np.int64)
+        if total * 16 > self.n:  # large: a mask is cheaper than sorting
+            mask = np.zeros(self.n, dtype=bool)
+            for branch in branches:
+                mask[branch] = True
+            return np.flatnonzero(mask)
+        merged = np.sort(np.concatenate(branches))
+        return merged[np.concatenate(([True], merged[1:] != merged[:-1]))]
 
     def rank(
         self, query: F32, top_k: int, scope_all: Scope, scope_any: Sequence[Scope]
     ) -> list[tuple[str, float]]:
         rows = self.admitted(scope_all, scope_any)
+        unit: F32 = query * np.float32(1.0 / np.linalg.norm(query))
         if rows is None:
-            scores = self.matrix[: self.n] @ query * self.inv_norms[: self.n]
-            index: I64 = np.arange(self.n)
+            scores: F32 = self.matrix[: self.n] @ unit
+            scores *= self.inv_norms[: self.n]
+            if self.dead:
+                scores[~self.alive[: self.n]] = -np.inf
+            picked = candidates(scores, top_k)
         else:
             if len(rows) == 0:
                 return []
-            scores = self.matrix[rows] @ query * self.inv_norms[rows]
-            index = rows
-        scores = scores / np.float32(np.linalg.norm(query))
-        want = top_k + CANDIDATE_MARGIN
-        if len(scores) > want:
-            top = np.argpartition(-scores, want - 1)[:want]
-            kth = np.partition(-scores[top], top_k - 1)[top_k - 1]
-            bound = -kth - SCORE_EPSILON
-            if float(scores[top].min()) >= bound:  # a crowded cut: take every near tie
-                top = np.flatnonzero(scores >= bound)
-            candidates = index[top]
-        else:
-            candidates = index
-        exact = cosine_scores(self.matrix[candidates], query)
-        return rank([self.ids[int(r)] for r in candidates], exact, top_k)
+            picked = rows[candidates(score_rows(self.matrix, self.inv_norms, rows, unit), top_k)]
+        exact = cosine_scores(self.matrix[picked], query)
+        return rank([self.ids[int(r)] for r in picked], exact, top_k)

@@ -6,8 +6,11 @@ the record id, never a value.
 
 from __future__ import annotations
 
+import hashlib
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
+from itertools import chain
 from typing import Any
 
 import numpy as np
@@ -30,6 +33,9 @@ from ratatoskr.wire.scope import (
 )
 
 MAX_RECORDS = 1000
+_THREADED_HASH_BYTES = 1 << 20
+# The smallest float64 that rounds to infinity in float32: halfway between FLT_MAX and 2**128.
+F32_ROUNDS_TO_INF = 2.0**128 - 2.0**103
 MAX_TOP_K = 1000
 ID_KEYS = ("id", "chunk_id", "memory_id")
 VECTOR_KEYS = ("embedding", "vector")
@@ -47,12 +53,13 @@ LIMITS = {"max_records": MAX_RECORDS, "max_ids": MAX_IDS, "max_top_k": MAX_TOP_K
 
 @dataclass(frozen=True)
 class Chunk:
-    """A record as the store reads it: the structural surface, the vector (float32 for
-    ranking, float64 as sent) and the canonical JSON of everything but the vector."""
+    """A record as the store reads it: the structural surface, the vector as float32 (what
+    is ranked), the float64 bytes when float32 does not hold every value exactly (else
+    ``None``), and the canonical JSON of everything but the vector."""
 
     chunk_id: str
     vector: F32
-    vector_f64: npt.NDArray[np.float64]
+    exact: bytes | None
     vector_key: str
     scope: Scope
     origin: str | None
@@ -60,10 +67,7 @@ class Chunk:
     rest_json: bytes
 
     def exact_bytes(self) -> bytes | None:
-        """The float64 vector, or ``None`` when float32 holds every value exactly."""
-        if np.array_equal(self.vector.astype(np.float64), self.vector_f64):
-            return None
-        return self.vector_f64.tobytes()
+        return self.exact
 
 
 @dataclass(frozen=True)
@@ -96,13 +100,19 @@ def check_vector(value: Any, dim: int, field: str) -> tuple[F32, npt.NDArray[np.
         exact = np.asarray(value, dtype=np.float64)
     except OverflowError:
         raise InvalidArguments(f"{field} holds a number beyond float32 range") from None
-    with np.errstate(over="ignore", invalid="ignore"):
-        vector = exact.astype(np.float32)
-    if not np.all(np.isfinite(vector)):
+    return _narrow(exact, field), exact
+
+
+def _narrow(exact: npt.NDArray[np.float64], field: str) -> F32:
+    """``exact`` as float32, refused when a value is not finite there or all become zero.
+    Range is checked on the float64 values (cheaper than a cast under ``np.errstate``)."""
+    peak = float(np.abs(exact).max())
+    if not peak < F32_ROUNDS_TO_INF:  # also catches nan and inf
         raise InvalidArguments(f"{field} holds a non-finite number or one beyond float32 range")
-    if not np.any(vector):
+    vector = exact.astype(np.float32)
+    if not vector.any():
         raise InvalidArguments(f"{field} is all zero (cosine is undefined)")
-    return vector, exact
+    return vector
 
 
 def record_id(record: dict[str, Any], field: str) -> str:
@@ -112,7 +122,11 @@ def record_id(record: dict[str, Any], field: str) -> str:
     raise InvalidArguments(f"{field} has no id (one of {', '.join(ID_KEYS)})")
 
 
-def parse_chunk(record: Any, index: int, dim: int) -> Chunk:
+def parse_chunk(
+    record: Any, index: int, dim: int, checked: tuple[F32, bytes | None] | None = None
+) -> Chunk:
+    """One record, checked. ``checked`` carries its vector when ``check_vectors`` already
+    validated every vector of the batch at once."""
     field = f"records[{index}]"
     if not isinstance(record, dict):
         raise InvalidArguments(f"{field} must be an object")
@@ -121,7 +135,10 @@ def parse_chunk(record: Any, index: int, dim: int) -> Chunk:
     vector_key = next((k for k in VECTOR_KEYS if k in record), None)
     if vector_key is None:
         raise InvalidArguments(f"{where} has no embedding")
-    vector, exact = check_vector(record[vector_key], dim, f"{where}.{vector_key}")
+    if checked is None:
+        vector, wide = check_vector(record[vector_key], dim, f"{where}.{vector_key}")
+        same = np.array_equal(vector.astype(np.float64), wide)
+        checked = (vector, None if same else wide.tobytes())
     scope = validate_scope(record.get("scope", {}), f"{where}.scope")
     origin = record.get("origin")
     if origin is not None and not isinstance(origin, str):
@@ -134,8 +151,43 @@ def parse_chunk(record: Any, index: int, dim: int) -> Chunk:
     rest = {k: v for k, v in record.items() if k != vector_key}
     check_json_value(rest, where)
     return Chunk(
-        chunk_id, vector, exact, vector_key, scope, origin, record, canonical_json(rest, where)
+        chunk_id,
+        checked[0],
+        checked[1],
+        vector_key,
+        scope,
+        origin,
+        record,
+        canonical_json(rest, where),
     )
+
+
+def check_vectors(records: list[Any], dim: int) -> list[tuple[F32, bytes | None]] | None:
+    """Every record's vector checked in one pass (one numpy conversion for the batch), or
+    ``None`` when any record or vector is not plainly valid: the caller then checks record
+    by record, which names the first fault exactly as before."""
+    vectors = []
+    for record in records:
+        if not isinstance(record, dict):
+            return None
+        key = "embedding" if "embedding" in record else "vector"
+        value = record.get(key)
+        if type(value) is not list or len(value) != dim:
+            return None
+        vectors.append(value)
+    if not set(map(type, chain.from_iterable(vectors))) <= {float, int}:
+        return None
+    try:
+        wide = np.array(vectors, dtype=np.float64)
+    except (OverflowError, ValueError):
+        return None
+    if not bool((np.abs(wide).max(axis=1) < F32_ROUNDS_TO_INF).all()):
+        return None
+    narrow = wide.astype(np.float32)
+    if not bool(narrow.any(axis=1).all()):
+        return None
+    inexact = (narrow.astype(np.float64) != wide).any(axis=1).tolist()
+    return [(narrow[i], wide[i].tobytes() if inexact[i] else None) for i in range(len(vectors))]
 
 
 def parse_upsert(
@@ -149,16 +201,47 @@ def parse_upsert(
     klass = idempotency.parse_class(idempotency_class)
     if not isinstance(records, list) or not 1 <= len(records) <= MAX_RECORDS:
         raise InvalidArguments(f"records must be a list of 1..{MAX_RECORDS} objects")
-    chunks = [parse_chunk(r, i, dim) for i, r in enumerate(records)]
+    # The pinned digest: SHA-256 of the canonical JSON of the whole payload. The bytes are
+    # made first and hashed on another thread (hashlib lets go of the GIL) while the records
+    # are checked; an invalid payload still fails before anything is stored.
+    payload = {"records": records, "expected_revisions": expected_revisions}
+    try:
+        hashing: _Sha256 | None = _Sha256(canonical_json(payload, "records"))
+    except InvalidArguments:
+        hashing = None  # the record checks below name the fault; else the digest raises
+    checked = check_vectors(records, dim)
+    if checked is None:
+        chunks = [parse_chunk(r, i, dim) for i, r in enumerate(records)]
+    else:
+        chunks = [parse_chunk(r, i, dim, checked[i]) for i, r in enumerate(records)]
     ids = [c.chunk_id for c in chunks]
     if len(set(ids)) != len(ids):
         dupes = sorted({i for i in ids if ids.count(i) > 1})
         raise InvalidArguments(f"records name the same id twice: {', '.join(dupes[:10])}")
     expected = parse_expected(expected_revisions, set(ids))
-    payload_digest = digest(
-        {"records": records, "expected_revisions": expected_revisions}, "records"
-    )
+    payload_digest = hashing.hexdigest() if hashing else digest(payload, "records")
     return UpsertCall(chunks, key, klass, expected, payload_digest)
+
+
+class _Sha256:
+    """SHA-256 of ``data``, on a thread of its own when ``data`` is large enough to pay."""
+
+    def __init__(self, data: bytes) -> None:
+        self._digest = ""
+        self._thread: threading.Thread | None = None
+        if len(data) < _THREADED_HASH_BYTES:
+            self._digest = hashlib.sha256(data).hexdigest()
+        else:
+            self._thread = threading.Thread(target=self._run, args=(data,), daemon=True)
+            self._thread.start()
+
+    def _run(self, data: bytes) -> None:
+        self._digest = hashlib.sha256(data).hexdigest()
+
+    def hexdigest(self) -> str:
+        if self._thread is not None:
+            self._thread.join()
+        return self._digest
 
 
 def parse_expected(value: Any, ids: set[str]) -> dict[str, int] | None:

@@ -5,12 +5,20 @@ connections are cheap, and apsw releases the GIL while a statement runs, so read
 threadpool really run in parallel); ``:memory:`` shares a single connection under a lock.
 Write transactions start with ``BEGIN IMMEDIATE``: a deferred BEGIN takes the write lock late
 and fails with SQLITE_BUSY at once, whatever the busy timeout.
+
+Faults become ``Unavailable`` (503, retryable), never a 500 or a half-written batch: a write
+that cannot be stored rolls back whole and is remembered (``last_write_failure``) so health
+can say why until a write succeeds again; a file replaced or overwritten under the open store
+refuses every write at once and every read within ``FILE_CHECK_INTERVAL`` seconds until the
+original file is back, because SQLite would go on serving the old inode from its descriptors.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -23,6 +31,10 @@ from ratatoskr.wire.errors import Unavailable
 
 SYNCHRONOUS_ENV = "RATATOSKR_SQLITE_SYNCHRONOUS"
 SYNCHRONOUS_MODES = ("NORMAL", "FULL", "EXTRA")
+BUSY_TIMEOUT_ENV = "RATATOSKR_SQLITE_BUSY_TIMEOUT_MS"
+MAX_DB_BYTES_ENV = "RATATOSKR_SQLITE_MAX_DB_BYTES"
+DEFAULT_BUSY_TIMEOUT_MS = 5000
+FILE_CHECK_INTERVAL = 0.5
 
 
 class SchemaError(Exception):
@@ -43,10 +55,13 @@ class DatabaseSettings:
     (never corrupts, never on a process crash); FULL makes every commit durable."""
 
     synchronous: str = field(default_factory=lambda: os.environ.get(SYNCHRONOUS_ENV, "NORMAL"))
-    busy_timeout_ms: int = 5000
+    busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS
     page_size: int | None = None
     mmap_size: int = 1 << 30
     cache_kib: int = 65536
+    # a cap on each file's size (``PRAGMA max_page_count``): past it a write fails as on a
+    # full disk, with room left on the disk for the WAL, the logs and the operator
+    max_db_bytes: int | None = None
 
     def __post_init__(self) -> None:
         mode = self.synchronous.upper()
@@ -68,14 +83,29 @@ UNAVAILABLE_ERRORS: tuple[type[BaseException], ...] = (
 )
 
 
-def _unavailable(exc: BaseException) -> Unavailable:
+# lock contention passes by itself; these say something about the file or the disk
+_TRANSIENT: tuple[type[BaseException], ...] = (apsw.BusyError, apsw.LockedError)
+
+
+def _reason(exc: BaseException) -> str:
     reasons = {
         apsw.BusyError: "the database is locked by another writer",
         apsw.LockedError: "the database is locked",
         apsw.FullError: "the disk holding the database is full",
     }
-    reason = reasons.get(type(exc), "the database cannot be read or written")
-    return Unavailable(f"store unavailable: {reason}")
+    return reasons.get(type(exc), "the database cannot be read or written")
+
+
+def _unavailable(exc: BaseException) -> Unavailable:
+    return Unavailable(f"store unavailable: {_reason(exc)}")
+
+
+@dataclass(frozen=True)
+class WriteFailure:
+    """Why the last write of this process could not be stored, and when (epoch seconds)."""
+
+    reason: str
+    at: float
 
 
 class Database:
@@ -97,6 +127,9 @@ class Database:
         self._shared_lock = threading.RLock()
         self._write_lock = threading.Lock()
         self._closed = False
+        self.last_write_failure: WriteFailure | None = None
+        self._file_problem: str | None = None
+        self._file_checked_at = time.monotonic()
         first = self._connect()
         self.identity = None if self.in_memory else FileIdentity.of(path)
         self._shared = first if self.in_memory else None
@@ -116,6 +149,9 @@ class Database:
         s = self.settings
         if s.page_size:
             conn.execute(f"PRAGMA page_size={int(s.page_size)}")
+        if s.max_db_bytes:
+            page = int(conn.execute("PRAGMA page_size").fetchall()[0][0])
+            conn.execute(f"PRAGMA max_page_count={max(1, int(s.max_db_bytes) // page)}")
         if not self.in_memory:
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute(f"PRAGMA mmap_size={int(s.mmap_size)}")
@@ -131,6 +167,7 @@ class Database:
         """The calling thread's connection (opened on first use)."""
         if self._closed:
             raise Unavailable("store unavailable: the store is closed")
+        self._refuse_foreign_file()
         if self._shared is not None:
             return self._shared
         conn: apsw.Connection | None = getattr(self._local, "conn", None)
@@ -141,6 +178,42 @@ class Database:
                 raise _unavailable(exc) from None
             self._local.conn = conn
         return conn
+
+    def file_problem(self) -> str | None:
+        """Why the file at ``path`` is not the one this store opened (None when it is)."""
+        problem = self.identity.problem() if self.identity is not None else None
+        self._file_problem, self._file_checked_at = problem, time.monotonic()
+        return problem
+
+    def _refuse_foreign_file(self, fresh: bool = False) -> None:
+        """Serve only the file this store opened. A stat and a header read: before every
+        write (a write must never land in a file moved aside), at most once per interval
+        for reads (the search path; a read in the window sees the data that was there)."""
+        if self.identity is None:
+            return
+        if fresh or time.monotonic() - self._file_checked_at >= FILE_CHECK_INTERVAL:
+            self.file_problem()
+        if self._file_problem is not None:
+            raise Unavailable(f"store unavailable: {self._file_problem}")
+
+    def _discard(self, conn: apsw.Connection) -> None:
+        """Drop a connection a failed rollback may have left inside a transaction."""
+        if self._shared is conn:
+            return
+        with self._registry_lock:
+            if conn in self._all:
+                self._all.remove(conn)
+        self._local.conn = None
+        with contextlib.suppress(apsw.Error):
+            conn.close()
+
+    def _rollback(self, conn: apsw.Connection) -> None:
+        if conn.get_autocommit():
+            return
+        try:
+            conn.execute("ROLLBACK")
+        except apsw.Error:
+            self._discard(conn)
 
     # -- transactions ------------------------------------------------------------------
 
@@ -163,20 +236,22 @@ class Database:
     def write(self) -> Iterator[apsw.Connection]:
         """A write transaction (``BEGIN IMMEDIATE``): committed whole or rolled back whole."""
         with self._shared_lock if self.in_memory else self._write_lock:
+            self._refuse_foreign_file(fresh=True)
             conn = self.connection()
             try:
                 conn.execute("BEGIN IMMEDIATE")
                 try:
                     yield conn
                 except BaseException:
-                    if not conn.get_autocommit():
-                        conn.execute("ROLLBACK")
+                    self._rollback(conn)
                     raise
                 conn.execute("COMMIT")
             except UNAVAILABLE_ERRORS as exc:
-                if not conn.get_autocommit():
-                    conn.execute("ROLLBACK")
+                self._rollback(conn)
+                if not isinstance(exc, _TRANSIENT):
+                    self.last_write_failure = WriteFailure(_reason(exc), time.time())
                 raise _unavailable(exc) from None
+            self.last_write_failure = None
 
     # -- schema ------------------------------------------------------------------------
 

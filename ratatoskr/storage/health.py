@@ -3,8 +3,11 @@
 ``down`` when the file cannot be read or written, is gone, was replaced or overwritten under
 the open store (SQLite would go on serving from its cache; see ``filecheck``), or carries
 another schema version;
-``degraded`` while it serves but needs an operator (disk over 95 % full, expired idempotency
-entries piling up). Infallible: no exception escapes, and a reason never holds a path or key.
+``degraded`` while it serves but needs an operator: the last write of this process could not
+be stored (disk full, until a write succeeds again), the file is over 95 % of its size cap
+(``RATATOSKR_SQLITE_MAX_DB_BYTES``; every worker sees that one), the disk is over 95 % full,
+expired idempotency entries pile up. Infallible: no exception escapes, and a reason never
+holds a path or key.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ def check_health(
     """``expired_backlog`` counts expired idempotency entries; ``probe`` is an optional extra
     statement the plane needs to work (an extension function, say)."""
     try:
-        problem = db.identity.problem() if db.identity is not None else None
+        problem = db.file_problem()
         if problem is not None:
             return {"status": "down", "reason": problem}
         with db.read() as conn:
@@ -38,8 +41,15 @@ def check_health(
                 probe(conn)
             version = int(conn.execute("PRAGMA user_version").fetchall()[0][0])
             backlog = expired_backlog(conn)
+            used = _pragma(conn, "page_count") - _pragma(conn, "freelist_count")
+            cap = _pragma(conn, "max_page_count")
         if version != db.latest_version:
             return {"status": "down", "reason": "schema version is not the one this build knows"}
+        failure = db.last_write_failure
+        if failure is not None:
+            return {"status": "degraded", "reason": f"a write failed: {failure.reason}"}
+        if db.settings.max_db_bytes and used > cap * DISK_DEGRADED_FRACTION:
+            return {"status": "degraded", "reason": "database file is over 95% of its size cap"}
         if not db.in_memory:
             if not os.access(db.path, os.R_OK | os.W_OK):
                 return {"status": "down", "reason": "database file is not readable and writable"}
@@ -54,3 +64,7 @@ def check_health(
         return {"status": "ok", "reason": None}
     except Exception:  # health is infallible by contract
         return {"status": "down", "reason": "database cannot be read"}
+
+
+def _pragma(conn: apsw.Connection, name: str) -> int:
+    return int(conn.execute(f"PRAGMA {name}").fetchall()[0][0])

@@ -31,6 +31,9 @@ def digest(value: Any, field: str = "value") -> str:
     return hashlib.sha256(canonical_json(value, field)).hexdigest()
 
 
+_PLAIN = (str, int, bool, type(None))  # leaves that need no look: checked by type alone
+
+
 def check_json_value(value: Any, field: str, skip_key: str | None = None, depth: int = 0) -> None:
     """Refuse what JSON cannot round-trip: non-finite floats, non-string keys, deep nesting."""
     if depth > MAX_DEPTH:
@@ -42,12 +45,13 @@ def check_json_value(value: Any, field: str, skip_key: str | None = None, depth:
         for key, item in value.items():
             if not isinstance(key, str):
                 raise InvalidArguments(f"{field} has a non-string key")
-            if key == skip_key and depth == 0:
+            if (key == skip_key and depth == 0) or type(item) in _PLAIN:
                 continue
             check_json_value(item, f"{field}.{key}", None, depth + 1)
     elif isinstance(value, list | tuple):
         for i, item in enumerate(value):
-            check_json_value(item, f"{field}[{i}]", None, depth + 1)
+            if type(item) not in _PLAIN:
+                check_json_value(item, f"{field}[{i}]", None, depth + 1)
     elif value is not None and not isinstance(value, str | int | bool):
         raise InvalidArguments(f"{field} holds a value JSON cannot carry")
 

@@ -6,6 +6,8 @@ than having it silently ignored (a typo in ``request_id`` would otherwise lose t
 
 from __future__ import annotations
 
+import json
+import re
 import uuid
 from dataclasses import dataclass
 from typing import Any
@@ -17,6 +19,14 @@ from ratatoskr.wire.errors import BifrostError, MalformedEnvelope, UnsupportedVe
 WIRE_VERSION = "0.6"
 ENVELOPE_KEYS = frozenset({"wire", "verb", "args", "request_id"})
 MAX_REQUEST_ID_CHARS = 128
+# orjson reads an integer beyond 64 bits as a float, silently altering it; any such literal
+# has at least 20 digits, so only a body holding a run that long is parsed a second time
+_LONG_DIGITS = re.compile(rb"\d{20,}")
+_INT_RANGE = (-(1 << 63), (1 << 64) - 1)
+
+
+class _WideInteger(Exception):
+    pass
 
 
 @dataclass(frozen=True)
@@ -49,7 +59,27 @@ def decode_object(body: bytes) -> dict[str, Any]:
         raise MalformedEnvelope("the body is not UTF-8 JSON") from None
     if not isinstance(value, dict):
         raise MalformedEnvelope("the body must be a JSON object")
+    if _LONG_DIGITS.search(body) is not None:
+        _refuse_wide_integers(body)
     return value
+
+
+def _refuse_wide_integers(body: bytes) -> None:
+    """Refuse rather than alter an integer that does not fit 64 bits (orjson would make it
+    a float)."""
+
+    def parse_int(text: str) -> int:
+        value = int(text)
+        if not _INT_RANGE[0] <= value <= _INT_RANGE[1]:
+            raise _WideInteger
+        return value
+
+    try:
+        json.loads(body, parse_int=parse_int)
+    except _WideInteger:
+        raise MalformedEnvelope("the body holds an integer beyond 64 bits") from None
+    except ValueError:  # orjson accepted it; this second pass only looks for wide integers
+        return
 
 
 def request_id_of(obj: dict[str, Any]) -> str | None:

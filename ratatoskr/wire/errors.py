@@ -92,6 +92,14 @@ class PayloadTooLarge(BifrostError):
     http_status = 413
 
 
+class RequestTimeout(BifrostError):
+    """The body did not arrive in time; the connection is closed after this answer."""
+
+    code = "wire.request_timeout"
+    http_status = 408
+    retryable = True
+
+
 class UnsupportedMediaType(BifrostError):
     code = "wire.unsupported_media_type"
     http_status = 415

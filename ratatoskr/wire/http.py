@@ -8,6 +8,7 @@ threadpool, never on the event loop. Every failure is a JSON error body.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
@@ -38,6 +39,7 @@ from ratatoskr.wire.errors import (
     MalformedEnvelope,
     MissingToken,
     PayloadTooLarge,
+    RequestTimeout,
     TokenReplayed,
     UnknownPlane,
     UnsupportedMediaType,
@@ -48,9 +50,12 @@ from ratatoskr.wire.replay import ReplayGuard
 from ratatoskr.wire.tokens import TokenVerifier, VerifiedToken
 
 DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024
+DEFAULT_BODY_TIMEOUT = 30  # seconds a body may take to arrive: a trickling client is cut
 HANDSHAKE_PLANE = "*"
 HANDSHAKE_VERB = "handshake"
 JSON = "application/json"
+
+_BODY_LEFT_UNREAD = (RequestTimeout, PayloadTooLarge)
 
 Handler = Callable[[CallRecord, VerifiedToken, Envelope], Awaitable[bytes]]
 
@@ -66,6 +71,7 @@ class WireEndpoints:
         consumer_id: str,
         *,
         max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+        body_timeout: float = DEFAULT_BODY_TIMEOUT,
         server_name: str = "ratatoskr",
         server_version: str = __version__,
         observer: CallObserver | None = None,
@@ -80,6 +86,7 @@ class WireEndpoints:
         self.replay_guard = replay_guard
         self.consumer_id = consumer_id
         self.max_body_bytes = max_body_bytes
+        self.body_timeout = body_timeout
         self.server = {"name": server_name, "version": server_version}
         self.observer = observer
 
@@ -146,6 +153,10 @@ class WireEndpoints:
         except BifrostError as error:
             record.outcome, record.status = error.wire_code(_qualifier(plane)), error.http_status
             response = _error_response(error, plane, record.request_id)
+            if isinstance(error, _BODY_LEFT_UNREAD):
+                # the rest of the body may still be coming: without this, uvicorn keeps the
+                # connection open for it, and a trickling client holds it forever
+                response.headers["Connection"] = "close"
         except Exception as exc:
             log_internal_error(record.request_id, exc)
             internal = InternalError("internal error")
@@ -162,7 +173,9 @@ class WireEndpoints:
         return response
 
     async def _read_body(self, request: Request) -> bytes:
-        """The raw body, refused with 413 as soon as it is known to exceed the limit."""
+        """The raw body, refused with 413 as soon as it is known to exceed the limit, and
+        with 408 when it has not all arrived within ``body_timeout`` (uvicorn has no such
+        deadline: a client trickling a body would hold its connection and task forever)."""
         length = request.headers.get("content-length")
         if length is not None:
             if not length.strip().isdigit():
@@ -174,13 +187,18 @@ class WireEndpoints:
         chunks: list[bytes] = []
         size = 0
         try:
-            async for chunk in request.stream():
-                size += len(chunk)
-                if size > self.max_body_bytes:
-                    raise PayloadTooLarge(f"the body exceeds {self.max_body_bytes} bytes")
-                chunks.append(chunk)
+            async with asyncio.timeout(self.body_timeout):
+                async for chunk in request.stream():
+                    size += len(chunk)
+                    if size > self.max_body_bytes:
+                        raise PayloadTooLarge(f"the body exceeds {self.max_body_bytes} bytes")
+                    chunks.append(chunk)
         except ClientDisconnect:
             raise MalformedEnvelope("the client disconnected before the body ended") from None
+        except TimeoutError:
+            raise RequestTimeout(
+                f"the body did not arrive within {self.body_timeout:g} s"
+            ) from None
         return b"".join(chunks)
 
     def _call_handler(self, plane: Plane) -> Handler:

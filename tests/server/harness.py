@@ -138,6 +138,66 @@ class Server:
             os.killpg(self.process.pid, signal.SIGKILL)
             self.process.wait(timeout=10)
 
+    def worker_pids(self) -> list[int]:
+        """The gunicorn workers: the live children of the ``serve`` process (the master)."""
+        assert self.process is not None
+        return children_of(self.process.pid)
+
+    def worker_serving(self, client_port: int) -> int | None:
+        """The worker holding the server side of the connection from ``client_port``."""
+        inode = _server_socket_inode(self.port, client_port)
+        if inode is None:
+            return None
+        target = f"socket:[{inode}]"
+        for pid in self.worker_pids():
+            try:
+                fds = os.listdir(f"/proc/{pid}/fd")
+            except OSError:
+                continue
+            for fd in fds:
+                try:
+                    if os.readlink(f"/proc/{pid}/fd/{fd}") == target:
+                        return pid
+                except OSError:
+                    continue
+        return None
+
+
+def children_of(parent: int) -> list[int]:
+    """Live (not zombie) processes whose parent is ``parent``, from /proc."""
+    pids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        fields = stat.rpartition(")")[2].split()
+        if fields[0] != "Z" and int(fields[1]) == parent:
+            pids.append(int(entry))
+    return sorted(pids)
+
+
+def rss_bytes(pid: int) -> int:
+    """Resident set size of ``pid`` (VmRSS from /proc)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError(f"no VmRSS for {pid}")
+
+
+def _server_socket_inode(server_port: int, client_port: int) -> int | None:
+    """The inode of the accepted socket 127.0.0.1:server_port <- 127.0.0.1:client_port."""
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        fields = line.split()
+        local, remote = fields[1], fields[2]
+        if int(local.split(":")[1], 16) == server_port and (
+            int(remote.split(":")[1], 16) == client_port
+        ):
+            return int(fields[9])
+    return None
+
 
 def envelope(verb: str, args: Mapping[str, Any], **extra: Any) -> bytes:
     return orjson.dumps({"wire": "0.6", "verb": verb, "args": dict(args), **extra})
