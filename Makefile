@@ -23,15 +23,16 @@ lint: $(STAMP)
 test: lint
 	HYPOTHESIS_PROFILE=ci $(PY) -m pytest -q
 
-# --peers adds Chroma and LanceDB when the optional extra is installed
-# (pip install -e '.[peers]'); without it they are skipped.
+# 100k x 768 (with Chroma and LanceDB when the optional extra is installed:
+# pip install -e '.[peers]'; without it they are skipped), then 1M x 384. ~20 min in all.
 bench: $(STAMP)
 	$(PY) -m bench.memory_search --peers
+	$(MAKE) bench-1m
 
 bench-quick: $(STAMP)
 	$(PY) -m bench.memory_search --quick
 
-# 1M x 384, loaded through upsert_many in batches of 1,000 (~10 min); report to its own file.
+# 1M x 384, loaded through upsert_many in batches of 1,000 (~6 min); its own report file.
 bench-1m: $(STAMP)
 	$(PY) -m bench.memory_search --n 1000000 --dim 384 --batch 1000 --queries 50 --out docs/performance-1m.md
 

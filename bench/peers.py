@@ -9,6 +9,8 @@ each row reports recall@10 against the exact top 10 beside the latency.
 
 from __future__ import annotations
 
+import atexit
+import shutil
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -109,6 +111,7 @@ def _chroma(
     import chromadb
 
     workdir = tempfile.mkdtemp(prefix="ratatoskr-chroma-")
+    atexit.register(shutil.rmtree, workdir, ignore_errors=True)
     client = chromadb.PersistentClient(path=workdir)
     collection = client.create_collection("bench", metadata={"hnsw:space": "cosine"})
     t0 = time.perf_counter()
@@ -143,6 +146,7 @@ def _lance(
     import pyarrow as pa
 
     workdir = tempfile.mkdtemp(prefix="ratatoskr-lance-")
+    atexit.register(shutil.rmtree, workdir, ignore_errors=True)
     db = lancedb.connect(workdir)
     dim = matrix.shape[1]
     t0 = time.perf_counter()
@@ -170,7 +174,7 @@ def _lance(
     log(f"LanceDB loaded in {result.load_s:,.1f} s")
 
     def ask(query: Any) -> list[str]:
-        search = table.search(query.vector).metric("cosine").limit(10).select(["id"])
+        search = table.search(query.vector).metric("cosine").limit(10)
         where = lance_where(query.scope_all, query.scope_any)
         if where:
             search = search.where(where, prefilter=True)

@@ -12,8 +12,9 @@ Rows are kept grouped by scope: a load sorts them by (tenant, group, end_user, a
 so one tenant, or one end_user inside it, is a contiguous slice that ``memory_ranking``
 scores in place instead of gathering it. Writes after the load update a row in place when
 its scope is unchanged and otherwise append to an unsorted tail; when the tail or the dead
-rows grow past a share of the mirror, it reloads (sorted again). The rows an axis value
-admits are cached per (axis, value) until the next change.
+rows grow past a share of the mirror, it reloads (sorted again). Each axis also keeps the
+grouped rows ordered by its value (built at load), so the rows of one value are found by a
+binary search, not by scanning the mirror.
 """
 
 from __future__ import annotations
@@ -32,8 +33,8 @@ from ratatoskr.wire.scope import AXES, Scope
 
 MIRROR_BYTES_ENV = "RATATOSKR_MEMORY_MIRROR_BYTES"
 DEFAULT_MIRROR_BYTES = 4 << 30
-# The id string, its dict entry and list slot (~160 B), and the cached per-axis row lists
-# (at most one int64 per axis per row).
+# The id string, its dict entry and list slot (~160 B), and per axis the rows ordered by
+# that axis's code and the codes in that order (two int32 per axis per row).
 PYTHON_BYTES_PER_ROW = 160 + 8 * len(AXES)
 _FETCH_BATCH = 500
 _SCAN = "SELECT chunk_id, tenant, grp, end_user, agent_self FROM memory_chunks ORDER BY rowid"
@@ -67,6 +68,7 @@ class VectorMirror:
         self.seq = -1  # last change applied; -1: never loaded
         self.over_budget = False
         self.reloads = 0
+        self.loading = False  # read without the lock: searches go to SQL while it is True
         self._reset(0)
 
     @property
@@ -84,7 +86,11 @@ class VectorMirror:
         self.ids: list[str] = []
         self.rows: dict[str, int] = {}
         self.values: list[dict[str, int]] = [{} for _ in AXES]
-        self._postings: dict[tuple[int, int], I64] = {}
+        # Per axis, the grouped rows ordered by that axis's code (a stable argsort, so rows
+        # stay ascending within a code) and the codes in that order: a value's rows are one
+        # ``searchsorted`` slice, found without scanning the mirror.
+        self._by_code: list[npt.NDArray[np.int32]] = []
+        self._sorted_codes: list[npt.NDArray[np.int32]] = []
 
     # -- keeping in step ---------------------------------------------------------------
 
@@ -109,7 +115,6 @@ class VectorMirror:
                 "SELECT DISTINCT chunk_id FROM memory_changes WHERE seq > ?", (self.seq,)
             ).fetchall()
         ]
-        self._postings.clear()
         for start in range(0, len(changed), _FETCH_BATCH):
             part = changed[start : start + _FETCH_BATCH]
             found = conn.execute(
@@ -137,6 +142,13 @@ class VectorMirror:
         """Load every chunk afresh, sorted by scope. Two passes over the table in rowid
         order inside the caller's snapshot: the scopes first (to place each row), then the
         vectors straight into their places, so no second copy of the matrix is made."""
+        self.loading = True
+        try:
+            return self._load(conn, head)
+        finally:
+            self.loading = False
+
+    def _load(self, conn: apsw.Connection, head: int) -> bool:
         self.seq = -1  # a failure part-way leaves a mirror that reloads on the next search
         self.reloads += 1
         count = int(conn.execute("SELECT count(*) FROM memory_chunks").fetchall()[0][0])
@@ -172,6 +184,10 @@ class VectorMirror:
             self.inv_norms[lo : lo + len(block)] = 1.0 / np.sqrt((block * block).sum(axis=1))
         self.alive[:count] = True
         self.n = self.sorted_n = count
+        for axis_index in range(len(AXES)):
+            by_code = np.argsort(self.codes[axis_index, :count], kind="stable").astype(np.int32)
+            self._by_code.append(by_code)
+            self._sorted_codes.append(self.codes[axis_index, by_code])
         self.seq = head
         return True
 
@@ -183,7 +199,9 @@ class VectorMirror:
             row = None
         if row is None:
             if self.n == len(self.alive):
-                self._grow(max(16, self.n * 2))
+                # Room for the tail a regroup allows, not a doubling: one write after a load
+                # must not double the matrix.
+                self._grow(self.n + max(16, min(self.n, max(4096, self.n // 8))))
             row = self.n
             self.n += 1
             self.rows[chunk_id] = row
@@ -224,15 +242,27 @@ class VectorMirror:
     # -- search ------------------------------------------------------------------------
 
     def _posting(self, axis_index: int, value: str) -> I64:
-        """The live rows whose ``axis`` is ``value``, ascending (cached until a change)."""
+        """The live rows whose ``axis`` is ``value``, ascending: a slice of the grouped
+        rows' per-axis order (dead rows, whose codes are zeroed, dropped) plus a scan of
+        the tail written since the last load."""
         code = self.values[axis_index].get(value)
         if code is None:
             return np.zeros(0, dtype=np.int64)
-        key = (axis_index, code)
-        rows = self._postings.get(key)
-        if rows is None:
-            rows = self._postings[key] = np.flatnonzero(self.codes[axis_index, : self.n] == code)
-        return rows
+        codes = self.codes[axis_index]
+        parts = []
+        if self.sorted_n:
+            ordered = self._sorted_codes[axis_index]
+            key = np.int32(code)  # a Python int would make searchsorted copy the array
+            lo = int(ordered.searchsorted(key, side="left"))
+            hi = int(ordered.searchsorted(key, side="right"))
+            grouped = self._by_code[axis_index][lo:hi].astype(np.int64)
+            parts.append(grouped[codes[grouped] == code] if self.dead else grouped)
+        if self.n > self.sorted_n:
+            tail = np.flatnonzero(codes[self.sorted_n : self.n] == code)
+            parts.append(tail + self.sorted_n)
+        if not parts:
+            return np.zeros(0, dtype=np.int64)
+        return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
     def _conjunction(self, scope: Scope) -> I64:
         """Rows holding every pair of ``scope`` (non-empty): the rarest pair's rows, kept

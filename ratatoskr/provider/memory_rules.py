@@ -6,8 +6,6 @@ the record id, never a value.
 
 from __future__ import annotations
 
-import hashlib
-import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from itertools import chain
@@ -33,7 +31,6 @@ from ratatoskr.wire.scope import (
 )
 
 MAX_RECORDS = 1000
-_THREADED_HASH_BYTES = 1 << 20
 # The smallest float64 that rounds to infinity in float32: halfway between FLT_MAX and 2**128.
 F32_ROUNDS_TO_INF = 2.0**128 - 2.0**103
 MAX_TOP_K = 1000
@@ -201,14 +198,6 @@ def parse_upsert(
     klass = idempotency.parse_class(idempotency_class)
     if not isinstance(records, list) or not 1 <= len(records) <= MAX_RECORDS:
         raise InvalidArguments(f"records must be a list of 1..{MAX_RECORDS} objects")
-    # The pinned digest: SHA-256 of the canonical JSON of the whole payload. The bytes are
-    # made first and hashed on another thread (hashlib lets go of the GIL) while the records
-    # are checked; an invalid payload still fails before anything is stored.
-    payload = {"records": records, "expected_revisions": expected_revisions}
-    try:
-        hashing: _Sha256 | None = _Sha256(canonical_json(payload, "records"))
-    except InvalidArguments:
-        hashing = None  # the record checks below name the fault; else the digest raises
     checked = check_vectors(records, dim)
     if checked is None:
         chunks = [parse_chunk(r, i, dim) for i, r in enumerate(records)]
@@ -219,29 +208,12 @@ def parse_upsert(
         dupes = sorted({i for i in ids if ids.count(i) > 1})
         raise InvalidArguments(f"records name the same id twice: {', '.join(dupes[:10])}")
     expected = parse_expected(expected_revisions, set(ids))
-    payload_digest = hashing.hexdigest() if hashing else digest(payload, "records")
+    # The pinned digest, made only once every record is valid: a hostile batch that fails
+    # validation never has its (up to 8 MB) canonical form built.
+    payload_digest = digest(
+        {"records": records, "expected_revisions": expected_revisions}, "records"
+    )
     return UpsertCall(chunks, key, klass, expected, payload_digest)
-
-
-class _Sha256:
-    """SHA-256 of ``data``, on a thread of its own when ``data`` is large enough to pay."""
-
-    def __init__(self, data: bytes) -> None:
-        self._digest = ""
-        self._thread: threading.Thread | None = None
-        if len(data) < _THREADED_HASH_BYTES:
-            self._digest = hashlib.sha256(data).hexdigest()
-        else:
-            self._thread = threading.Thread(target=self._run, args=(data,), daemon=True)
-            self._thread.start()
-
-    def _run(self, data: bytes) -> None:
-        self._digest = hashlib.sha256(data).hexdigest()
-
-    def hexdigest(self) -> str:
-        if self._thread is not None:
-            self._thread.join()
-        return self._digest
 
 
 def parse_expected(value: Any, ids: set[str]) -> dict[str, int] | None:

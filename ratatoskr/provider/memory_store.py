@@ -306,8 +306,9 @@ class RatatoskrMemoryStore:
                 ranked = self._rank_in_sql(conn, call)
             if not ranked:
                 return []
+            vectors = "embedding, vector_f64" if call.include_embedding else "NULL, NULL"
             rows = conn.execute(
-                "SELECT chunk_id, revision, vector_key, embedding, vector_f64, record_json "
+                f"SELECT chunk_id, revision, vector_key, {vectors}, record_json "
                 f"FROM memory_chunks WHERE chunk_id IN ({_placeholders(len(ranked))})",
                 [cid for cid, _ in ranked],
             ).fetchall()
@@ -334,8 +335,8 @@ class RatatoskrMemoryStore:
     def _rank_on_mirror(
         self, conn: apsw.Connection, call: rules.SearchCall
     ) -> list[tuple[str, float]] | None:
-        if self.mirror is None:
-            return None
+        if self.mirror is None or self.mirror.loading:
+            return None  # a (re)load takes seconds at 1M chunks: answer in SQL meanwhile
         with self.mirror.lock:
             if not self.mirror.sync(conn):
                 return None
