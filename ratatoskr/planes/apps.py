@@ -64,8 +64,8 @@ def build_plane_app(
     return app
 
 
-def build_memory_app(
-    store: MemoryStore,
+def build_single_plane_app(
+    plane: Plane,
     heimdall_key: bytes | Keyring,
     consumer_id: str = DEFAULT_CONSUMER,
     *,
@@ -76,13 +76,11 @@ def build_memory_app(
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     **verifier_options: Any,
 ) -> Starlette:
-    """The standalone memory provider.
+    """One plane with its own verifier and replay ledger (the standalone providers).
 
     Without a ``replay_guard`` a jti ledger is opened at ``ledger_path``; the default
     ``":memory:"`` protects one process only, so a multi-worker server passes a file.
     """
-    if store is None:
-        raise ValueError("the memory app needs a store")
     keyring = (
         heimdall_key
         if isinstance(heimdall_key, Keyring)
@@ -96,35 +94,28 @@ def build_memory_app(
         **verifier_options,
     )
     guard = replay_guard if replay_guard is not None else JtiLedger(ledger_path)
-    return build_plane_app([memory_plane(store)], verifier, guard, consumer_id, max_body_bytes)
+    return build_plane_app([plane], verifier, guard, consumer_id, max_body_bytes)
+
+
+def build_memory_app(
+    store: MemoryStore,
+    heimdall_key: bytes | Keyring,
+    consumer_id: str = DEFAULT_CONSUMER,
+    **kw: Any,
+) -> Starlette:
+    """The standalone memory provider (options as ``build_single_plane_app``)."""
+    if store is None:
+        raise ValueError("the memory app needs a store")
+    return build_single_plane_app(memory_plane(store), heimdall_key, consumer_id, **kw)
 
 
 def build_affect_app(
     store: AffectStore,
     heimdall_key: bytes | Keyring,
     consumer_id: str = DEFAULT_CONSUMER,
-    *,
-    replay_guard: ReplayGuard | None = None,
-    ledger_path: str = ":memory:",
-    issuer: str = DEFAULT_ISSUER,
-    allow_unscoped: bool = False,
-    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
-    **verifier_options: Any,
+    **kw: Any,
 ) -> Starlette:
-    """The standalone affect provider; the replay ledger works as in ``build_memory_app``."""
+    """The standalone affect provider (options as ``build_single_plane_app``)."""
     if store is None:
         raise ValueError("the affect app needs a store")
-    keyring = (
-        heimdall_key
-        if isinstance(heimdall_key, Keyring)
-        else Keyring(heimdall_key, setting="heimdall_key")
-    )
-    verifier = TokenVerifier(
-        keyring,
-        issuer=issuer,
-        audience=consumer_id,
-        allow_unscoped=allow_unscoped,
-        **verifier_options,
-    )
-    guard = replay_guard if replay_guard is not None else JtiLedger(ledger_path)
-    return build_plane_app([affect_plane(store)], verifier, guard, consumer_id, max_body_bytes)
+    return build_single_plane_app(affect_plane(store), heimdall_key, consumer_id, **kw)
