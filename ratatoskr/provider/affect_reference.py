@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ratatoskr.provider import affect_rules as rules
+from ratatoskr.provider import reference_records
 from ratatoskr.storage.cursors import SECRET_BYTES, CursorCodec
 from ratatoskr.storage.idempotency import CLASS_TTL_SECONDS, idempotency_id
 from ratatoskr.wire.context import CallContext
@@ -100,27 +101,14 @@ class ReferenceAffectStore:
         return {"written": len(call.states), "replayed": False}
 
     def delete_many(self, ids: list[str], *, ctx: CallContext | None = None) -> dict[str, int]:
-        token_scope = ctx.scope if ctx else {}
-        deleted = 0
-        for sid in rules.check_ids(ids):
-            stored = self.states.get(sid)
-            if stored is not None and contains(stored.scope, token_scope):
-                del self.states[sid]
-                deleted += 1
-        return {"deleted": deleted}
+        return reference_records.delete_many(self.states, ids, ctx)
 
     def get(self, id: str, *, ctx: CallContext | None = None) -> dict[str, Any] | None:
         found = self.get_many([rules.check_id(id, "id")], ctx=ctx)
         return found[0] if found else None
 
     def get_many(self, ids: list[str], *, ctx: CallContext | None = None) -> list[dict[str, Any]]:
-        token_scope = ctx.scope if ctx else {}
-        out = []
-        for sid in rules.check_ids(ids):
-            stored = self.states.get(sid)
-            if stored is not None and contains(stored.scope, token_scope):
-                out.append(rules.with_revision(copy.deepcopy(stored.record), stored.revision))
-        return out
+        return reference_records.get_many(self.states, ids, ctx)
 
     def list_parsed(self, call: rules.ListCall) -> dict[str, Any]:
         tag = rules.cursor_tag("list", call)

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from ratatoskr.provider import memory_rules as rules
+from ratatoskr.provider import reference_records
 from ratatoskr.provider.cosine import F32, cosine_scores, rank
 from ratatoskr.storage.idempotency import CLASS_TTL_SECONDS, idempotency_id
 from ratatoskr.wire.context import CallContext
@@ -95,27 +96,14 @@ class ReferenceMemoryStore:
         return {"upserted": len(call.chunks), "replayed": False}
 
     def delete_many(self, ids: list[str], *, ctx: CallContext | None = None) -> dict[str, int]:
-        token_scope = ctx.scope if ctx else {}
-        deleted = 0
-        for cid in rules.check_ids(ids):
-            stored = self.chunks.get(cid)
-            if stored is not None and contains(stored.scope, token_scope):
-                del self.chunks[cid]
-                deleted += 1
-        return {"deleted": deleted}
+        return reference_records.delete_many(self.chunks, ids, ctx)
 
     def get(self, chunk_id: str, *, ctx: CallContext | None = None) -> dict[str, Any] | None:
         found = self.get_many([rules.check_id(chunk_id, "chunk_id")], ctx=ctx)
         return found[0] if found else None
 
     def get_many(self, ids: list[str], *, ctx: CallContext | None = None) -> list[dict[str, Any]]:
-        token_scope = ctx.scope if ctx else {}
-        out = []
-        for cid in rules.check_ids(ids):
-            stored = self.chunks.get(cid)
-            if stored is not None and contains(stored.scope, token_scope):
-                out.append(rules.with_revision(copy.deepcopy(stored.record), stored.revision))
-        return out
+        return reference_records.get_many(self.chunks, ids, ctx)
 
     def search(
         self,
