@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: run test lint bench bench-quick bench-1m bench-http clean
+.PHONY: run test lint bench bench-quick bench-1m bench-http soak soak-steady token-flood clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -42,6 +42,10 @@ bench-http: $(STAMP)
 # reliability benchmarks (docs/reliability.md), not part of `make test`
 soak: $(STAMP)
 	$(PY) -m bench.soak
+
+# the same mix over a fixed set of ids after a fill: files stop growing, so RSS can show a leak
+soak-steady: $(STAMP)
+	$(PY) -m bench.soak --steady
 
 token-flood: $(STAMP)
 	$(PY) -m bench.token_flood

@@ -190,6 +190,23 @@ async def run_load(
     return latencies, errors
 
 
+def server_cpu_seconds(master: int) -> dict[int, float]:
+    """User + system CPU seconds of each server process: the gunicorn master and workers."""
+    tick = os.sysconf("SC_CLK_TCK")
+    found = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as handle:
+                fields = handle.read().rpartition(")")[2].split()
+        except OSError:
+            continue  # gone meanwhile
+        if int(entry) == master or int(fields[1]) == master:
+            found[int(entry)] = (int(fields[11]) + int(fields[12])) / tick
+    return found
+
+
 def percentile(xs: Sequence[float], q: float) -> float:
     return float(np.percentile(np.asarray(xs), q)) * 1000
 
@@ -210,18 +227,25 @@ async def main_async(args: argparse.Namespace) -> int:
             requests = search_requests(key, port, args.dim, rng)
             await run_load(port, requests, 3, args.concurrency)  # warm both workers
             cpu0 = os.times()
+            server0 = server_cpu_seconds(server.pid)
             latencies, errors = await run_load(port, requests, args.duration, args.concurrency)
+            server1 = server_cpu_seconds(server.pid)
             cpu1 = os.times()
         finally:
             os.killpg(server.pid, signal.SIGTERM)
             server.wait(timeout=60)
     n = len(latencies)
+    spent = {pid: server1.get(pid, 0.0) - server0.get(pid, 0.0) for pid in server1}
+    used = sum(spent.values())
+    shares = ", ".join(f"{s / args.duration:.0%}" for s in sorted(spent.values(), reverse=True))
     print(
         f"scoped search (one end_user of {USERS}, dim {args.dim}, {args.chunks:,} chunks, "
         f"{args.workers} workers, concurrency {args.concurrency}, {args.duration:.0f} s):\n"
         f"  {n:,} calls, {n / args.duration:,.0f} searches/s, errors {errors}\n"
         f"  p50 {percentile(latencies, 50):.2f} ms  p95 {percentile(latencies, 95):.2f} ms  "
         f"p99 {percentile(latencies, 99):.2f} ms\n"
+        f"  server CPU per search: {used / max(1, n) * 1000:.3f} ms (master and workers); "
+        f"CPU share by process: {shares}\n"
         f"  load generator CPU: {(cpu1.user + cpu1.system - cpu0.user - cpu0.system):.1f} s "
         f"of {args.duration:.0f} s; load average at the end: "
         f"{' / '.join(f'{x:.2f}' for x in os.getloadavg())}"

@@ -141,7 +141,11 @@ mirror regroups). The float32 scores pick `top_k + 8` candidates (widened to eve
 `2e-4` of the k-th when the cut is crowded), which are rescored in float64 by the reference
 store's own function and ordered by (score desc, chunk_id asc): exact by construction. When
 the mirror would exceed `RATATOSKR_MEMORY_MIRROR_BYTES` the same two-step ranking runs in SQL
-(`vec0` KNN unscoped, `WHERE scope ORDER BY vec_distance_cosine` scoped)."""
+(`vec0` KNN unscoped, `WHERE scope ORDER BY vec_distance_cosine` scoped, in
+`memory_sql_search.py`). Over HTTP, a search whose work is small for sure (the mirror is
+free, at most 64 changes behind, and the filter admits at most 2^21 / dim rows) runs on the
+worker's event loop (`RatatoskrMemoryStore.search_quick`) instead of the threadpool, whose
+hand-off costs more than such a search; anything else goes to the threadpool as before."""
 
 
 def peer_lines(cfg: argparse.Namespace, cases: list[Case]) -> list[str]:

@@ -4,10 +4,14 @@ A separate process sends calls whose token is wrong in every way the verifier ch
 key, expired, ``alg: none``, wrong audience, garbage, none at all), mostly on mutating verbs.
 Meanwhile valid searches run as before the flood. Reported: the flood's rate and answers,
 valid-call latency before and during (the bound is 2x), and the files and tables, which must
-not change: an invalid token is refused before anything touches a database.
+not change: an invalid token is refused before anything touches a database. The server holds
+every 401 for ``RATATOSKR_AUTH_TARPIT_MS`` (250 ms) unless ``RATATOSKR_AUTH_TARPIT_MAX`` calls
+are held in that worker already; those answers come at once with ``Connection: close`` and are
+counted as ``closed``.
 
     .venv/bin/python -m bench.token_flood                # 20 s per phase (make token-flood)
     .venv/bin/python -m bench.token_flood --phase 10 --flood-concurrency 4
+    .venv/bin/python -m bench.token_flood --tarpit-ms 0      # the server without the tarpit
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import base64
 import json
 import random
 import sqlite3
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -82,12 +87,18 @@ KINDS = ("other-key", "expired", "wrong-audience", "alg-none", "garbage", "missi
 async def flood(url: str, seconds: float, concurrency: int, rate: float) -> dict[str, Any]:
     """Invalid calls from ``concurrency`` connections; ``rate`` > 0 caps calls per second."""
     codes: Counter[str] = Counter()
+    closed = 0  # answered past the tarpit's cap: at once, connection closed
     until = time.monotonic() + seconds
     gap = concurrency / rate if rate > 0 else 0.0
 
+    # a client (one connection) per caller; they share one TLS context, which costs about
+    # 30 ms to build: built per client, a thousand clients took the whole phase to start
+    tls = ssl.create_default_context()
+
     async def one(n: int) -> None:
+        nonlocal closed
         rng = random.Random(n)
-        async with httpx.AsyncClient(timeout=30) as http:
+        async with httpx.AsyncClient(timeout=30, verify=tls) as http:
             due = time.monotonic()
             while time.monotonic() < until:
                 if gap:
@@ -102,12 +113,14 @@ async def flood(url: str, seconds: float, concurrency: int, rate: float) -> dict
                 try:
                     r = await http.post(f"{url}/bifrost/memory-call", content=body, headers=headers)
                     codes[f"{r.status_code} {r.json()['error']['code']}"] += 1
+                    closed += r.headers.get("connection") == "close"
                 except Exception as exc:  # counted, not fatal
                     codes[type(exc).__name__] += 1
 
     started = time.monotonic()
     await asyncio.gather(*(one(n) for n in range(concurrency)))
-    return {"codes": dict(codes), "rate": sum(codes.values()) / (time.monotonic() - started)}
+    rate = sum(codes.values()) / (time.monotonic() - started)
+    return {"codes": dict(codes), "closed": closed, "rate": rate}
 
 
 async def valid_latencies(url: str, seconds: float, concurrency: int) -> list[float]:
@@ -169,7 +182,10 @@ async def seed(url: str) -> None:
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     root = Path(tempfile.mkdtemp(prefix="ratatoskr-flood-"))
-    server = start(root, DIM)
+    if args.tarpit_ms is None:
+        server = start(root, DIM)
+    else:
+        server = start(root, DIM, RATATOSKR_AUTH_TARPIT_MS=str(args.tarpit_ms))
     data = root / "data"
     try:
         asyncio.run(seed(server.url))
@@ -225,7 +241,7 @@ def report(r: dict[str, Any]) -> str:
         [
             f"token flood: {r['flood']['rate']:.0f} invalid calls/s from "
             f"{r['flood_concurrency']} connections for {r['phase_s']:.0f} s; answers "
-            f"{r['flood']['codes']}",
+            f"{r['flood']['codes']}, {r['flood']['closed']} of them closed at the tarpit's cap",
             f"valid searches ({r['valid_concurrency']} in flight): before p50 {b['p50_ms']:.1f} ms "
             f"p95 {b['p95_ms']:.1f} ms ({b['calls']} calls); during p50 {d['p50_ms']:.1f} ms "
             f"p95 {d['p95_ms']:.1f} ms ({d['calls']} calls); ratio p50 {ratio50:.2f}x, "
@@ -242,6 +258,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--concurrency", type=int, default=2, help="valid calls in flight (2)")
     parser.add_argument("--flood-concurrency", type=int, default=8)
     parser.add_argument("--flood-rate", type=float, default=0, help="calls/s cap (0: none)")
+    parser.add_argument(
+        "--tarpit-ms", type=int, help="the server's RATATOSKR_AUTH_TARPIT_MS (its default: 250)"
+    )
     parser.add_argument("--flood-url", help=argparse.SUPPRESS)
     parser.add_argument("--flood-seconds", type=float, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)

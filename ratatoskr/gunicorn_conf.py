@@ -53,6 +53,11 @@ wsgi_app = "ratatoskr.server:app_from_env()"
 bind = [f"[{_host}]:{_port}" if ":" in _host else f"{_host}:{_port}"]
 workers = int(os.environ.get("RATATOSKR_WORKERS", "").strip() or 2)
 worker_class = "uvicorn_worker.UvicornWorker"
+# Each worker binds its own SO_REUSEPORT socket and the kernel spreads new connections over
+# them. With one shared socket, the worker that wakes first accepts every pending connection:
+# a client opening its keep-alive pool at once put all 8 on one worker, which then served
+# alone on one core while the other idled.
+reuse_port = True
 proc_name = "ratatoskr"
 timeout = 60
 graceful_timeout = GRACEFUL_TIMEOUT

@@ -16,7 +16,6 @@ from typing import Any
 
 import orjson
 from starlette.applications import Starlette
-from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Mount, Route
@@ -39,6 +38,7 @@ from ratatoskr.settings import (
 from ratatoskr.storage.database import SchemaError
 from ratatoskr.storage.jti import JtiLedger
 from ratatoskr.wire.plane import Plane
+from ratatoskr.wire.threads import configure_store_threads, run_in_store_thread
 from ratatoskr.wire.tokens import TokenVerifier
 
 PLANES = ("memory", "affect")
@@ -139,7 +139,10 @@ def create_app(settings: Settings, *, planes: Sequence[str] = PLANES) -> Starlet
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        opened, ledger = await run_in_threadpool(open_stores, settings, planes)
+        # every storage call, the stores' first connections included, runs on the store
+        # threads: a fixed set, so each file has a bounded number of connections
+        configure_store_threads(settings.store_threads)
+        opened, ledger = await run_in_store_thread(open_stores, settings, planes)
         try:
             verifier = TokenVerifier(
                 settings.keyring,
@@ -157,17 +160,19 @@ def create_app(settings: Settings, *, planes: Sequence[str] = PLANES) -> Starlet
                 settings.max_body_bytes,
                 observer=metrics,
                 body_timeout=settings.body_timeout,
+                auth_tarpit=settings.auth_tarpit_ms / 1000,
+                auth_tarpit_max=settings.auth_tarpit_max,
             )
             app.state.wire = holder.app.state.wire
             yield
         finally:
             holder.app = None
-            await run_in_threadpool(opened.close)
+            await run_in_store_thread(opened.close)
 
     async def metrics_endpoint(request: Request) -> Response:
         if holder.app is not None:
-            await run_in_threadpool(metrics.refresh, holder.app.state.wire.planes)
-        body = await run_in_threadpool(metrics.exposition)
+            await run_in_store_thread(metrics.refresh, holder.app.state.wire.planes)
+        body = await run_in_store_thread(metrics.exposition)
         return Response(body, media_type=CONTENT_TYPE)
 
     routes = [Route("/metrics", metrics_endpoint, methods=["GET"]), Mount("", app=holder)]

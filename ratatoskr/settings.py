@@ -21,7 +21,12 @@ from ratatoskr.storage.database import (
     SYNCHRONOUS_ENV,
     DatabaseSettings,
 )
-from ratatoskr.wire.http import DEFAULT_BODY_TIMEOUT, DEFAULT_MAX_BODY_BYTES
+from ratatoskr.wire.http import (
+    DEFAULT_AUTH_TARPIT_MAX,
+    DEFAULT_AUTH_TARPIT_MS,
+    DEFAULT_BODY_TIMEOUT,
+    DEFAULT_MAX_BODY_BYTES,
+)
 from ratatoskr.wire.keys import (
     DEFAULT_KEY_FILE,
     KEY_ENV,
@@ -30,6 +35,7 @@ from ratatoskr.wire.keys import (
     Keyring,
     keyring_from_env,
 )
+from ratatoskr.wire.threads import DEFAULT_STORE_THREADS, MAX_STORE_THREADS
 from ratatoskr.wire.tokens import (
     ALLOW_UNSCOPED_ENV,
     DEFAULT_CONSUMER,
@@ -45,6 +51,9 @@ ISSUER_ENV = "RATATOSKR_ISSUER"
 MAX_BODY_ENV = "RATATOSKR_MAX_BODY_BYTES"
 MAX_TTL_ENV = "RATATOSKR_MAX_TOKEN_TTL"
 BODY_TIMEOUT_ENV = "RATATOSKR_BODY_TIMEOUT"
+AUTH_TARPIT_MS_ENV = "RATATOSKR_AUTH_TARPIT_MS"
+AUTH_TARPIT_MAX_ENV = "RATATOSKR_AUTH_TARPIT_MAX"
+STORE_THREADS_ENV = "RATATOSKR_STORE_THREADS"
 HOST_ENV = "RATATOSKR_HOST"
 PORT_ENV = "RATATOSKR_PORT"
 WORKERS_ENV = "RATATOSKR_WORKERS"
@@ -83,6 +92,9 @@ class Settings:
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     max_token_ttl: int = DEFAULT_MAX_LIFETIME
     body_timeout: int = DEFAULT_BODY_TIMEOUT
+    auth_tarpit_ms: int = DEFAULT_AUTH_TARPIT_MS
+    auth_tarpit_max: int = DEFAULT_AUTH_TARPIT_MAX
+    store_threads: int = DEFAULT_STORE_THREADS
     host: str = DEFAULT_HOST
     port: int = DEFAULT_PORT
     workers: int = DEFAULT_WORKERS
@@ -229,6 +241,10 @@ def load_settings(
         max_body_bytes=_int(env, MAX_BODY_ENV, DEFAULT_MAX_BODY_BYTES, 1024, 1 << 30),
         max_token_ttl=_int(env, MAX_TTL_ENV, DEFAULT_MAX_LIFETIME, 1, 3600),
         body_timeout=_int(env, BODY_TIMEOUT_ENV, DEFAULT_BODY_TIMEOUT, 1, 3600),
+        # past 10 s a client's own timeout would fire first; 0 turns the tarpit off
+        auth_tarpit_ms=_int(env, AUTH_TARPIT_MS_ENV, DEFAULT_AUTH_TARPIT_MS, 0, 10_000),
+        auth_tarpit_max=_int(env, AUTH_TARPIT_MAX_ENV, DEFAULT_AUTH_TARPIT_MAX, 1, 65_536),
+        store_threads=_int(env, STORE_THREADS_ENV, DEFAULT_STORE_THREADS, 1, MAX_STORE_THREADS),
         host=_text(env, HOST_ENV, DEFAULT_HOST),
         port=_int(env, PORT_ENV, DEFAULT_PORT, 1, 65535),
         workers=_int(env, WORKERS_ENV, DEFAULT_WORKERS, 1, 64),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import random
 import signal
 import subprocess
 import sys
@@ -98,3 +99,33 @@ def test_four_processes_writing_one_file_lose_nothing(tmp_path: Path) -> None:
     for i in range(4):
         counts = batch_counts(path, f"w{i}")
         assert counts == {b: (40, 40) for b in range(25)}
+
+
+def test_rewriting_the_same_chunks_does_not_grow_the_vector_index(tmp_path: Path) -> None:
+    """A store whose writes only rewrite existing ids keeps its vec0 index (and so its file)
+    the same size: each rewrite updates the vector in its slot instead of freeing one slot
+    and filling another (sqlite-vec frees a 1,024-slot chunk only once it is empty, so
+    scattered rewrites as delete + insert spread the vectors over ever more chunks)."""
+    rng = random.Random(7)
+    store = open_memory_store(str(tmp_path / "m.db"), embedding_dim=4)
+    ctx = CallContext(actor="a")
+
+    def record(i: int) -> dict[str, object]:
+        return {"id": f"c{i}", "embedding": [rng.uniform(0.1, 1.0) for _ in range(4)]}
+
+    for lo in range(0, 2048, 512):
+        fill = [record(i) for i in range(lo, lo + 512)]
+        store.upsert_many(fill, idempotency_key=f"fill-{lo}", ctx=ctx)
+    last: dict[str, object] = {}
+    for rewrite in range(30):  # 300 scattered ids at a time
+        batch = [record(i) for i in rng.sample(range(2048), 300)]
+        store.upsert_many(batch, idempotency_key=f"rewrite-{rewrite}", ctx=ctx)
+        last = batch[0]
+    with store.db.read() as conn:
+        chunks = conn.execute("SELECT count(*) FROM memory_vec_chunks").fetchall()[0][0]
+    assert chunks == 2  # 2,048 vectors in 1,024-slot chunks, however often rewritten
+    store.close()
+    sql_only = open_memory_store(str(tmp_path / "m.db"), embedding_dim=4, mirror_bytes=0)
+    hit = sql_only.search(last["embedding"], top_k=1)[0]  # type: ignore[arg-type]
+    assert hit["chunk_id"] == last["id"]  # unscoped in SQL is a vec0 KNN: it has the newest
+    sql_only.close()

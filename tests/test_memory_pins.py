@@ -58,6 +58,13 @@ BAD_RECORDS: list[tuple[str, Any, type[Exception]]] = [
     ("short vector", [chunk("a", [1.0, 2.0])], InvalidArguments),
     ("boolean in vector", [chunk("a", [True] + [0.0] * (DIM - 1))], InvalidArguments),
     ("string in vector", [chunk("a", ["1"] + [0.0] * (DIM - 1))], InvalidArguments),
+    (
+        "boolean among floats, second record",
+        [chunk("a", vec(1)), chunk("b", [0.5, False] + [0.25] * (DIM - 2))],
+        InvalidArguments,
+    ),
+    ("None in vector", [chunk("a", [None] + [0.5] * (DIM - 1))], InvalidArguments),
+    ("list in vector", [chunk("a", [[0.5]] + [0.5] * (DIM - 1))], InvalidArguments),
     ("nan in vector", [chunk("a", [float("nan")] + [1.0] * (DIM - 1))], InvalidArguments),
     ("inf in vector", [chunk("a", [float("inf")] + [1.0] * (DIM - 1))], InvalidArguments),
     ("beyond float32", [chunk("a", [1e39] + [1.0] * (DIM - 1))], InvalidArguments),

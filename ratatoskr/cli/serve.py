@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import errno
 import os
 import shutil
+import socket
 import sys
 from typing import Any
 
@@ -50,6 +52,25 @@ def dev_key_banner(path: str, generated: bool) -> str:
     )
 
 
+def check_port_free(host: str, port: int) -> None:
+    """Refuse to start on a port something already listens on. Each worker binds its own
+    ``SO_REUSEPORT`` socket (``gunicorn_conf.reuse_port``), and such binds do not fail when
+    another server of the same user holds the port with that option too: the two would
+    silently share its connections. A probe bound without it does fail."""
+    from ratatoskr.settings import SettingsError
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # TIME_WAIT is no owner
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            reason = "is in use" if exc.errno == errno.EADDRINUSE else "cannot be bound"
+            raise SettingsError(
+                f"RATATOSKR_PORT: port {port} on {host} {reason} (--port picks another)"
+            ) from None
+
+
 def run(args: argparse.Namespace) -> int:
     # before anything imports prometheus_client: the multiprocess value class is chosen at import
     from ratatoskr.gunicorn_conf import ensure_multiproc_dir, release_multiproc_dir
@@ -65,6 +86,7 @@ def run(args: argparse.Namespace) -> int:
             settings, **{k: v for k, v in overrides.items() if v is not None}
         )
         check_stores(settings)
+        check_port_free(settings.host, settings.port)
     except SettingsError as exc:
         release_multiproc_dir()
         print(f"ratatoskr serve: {exc}", file=sys.stderr)

@@ -18,7 +18,13 @@ from starlette.routing import Route
 from ratatoskr.planes.affect import AffectStore, affect_plane
 from ratatoskr.planes.memory import MemoryStore, memory_plane
 from ratatoskr.storage.jti import JtiLedger
-from ratatoskr.wire.http import DEFAULT_BODY_TIMEOUT, DEFAULT_MAX_BODY_BYTES, WireEndpoints
+from ratatoskr.wire.http import (
+    DEFAULT_AUTH_TARPIT_MAX,
+    DEFAULT_AUTH_TARPIT_MS,
+    DEFAULT_BODY_TIMEOUT,
+    DEFAULT_MAX_BODY_BYTES,
+    WireEndpoints,
+)
 from ratatoskr.wire.keys import Keyring
 from ratatoskr.wire.observer import CallObserver
 from ratatoskr.wire.openapi import openapi_document
@@ -35,10 +41,13 @@ def build_plane_app(
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     observer: CallObserver | None = None,
     body_timeout: float = DEFAULT_BODY_TIMEOUT,
+    auth_tarpit: float = DEFAULT_AUTH_TARPIT_MS / 1000,
+    auth_tarpit_max: int = DEFAULT_AUTH_TARPIT_MAX,
 ) -> Starlette:
     """The wire over ``planes``, plus ``GET /openapi.json`` describing exactly them.
 
     ``observer`` (the server's metrics) is told of every call; see ``wire.observer``.
+    ``auth_tarpit`` seconds delay every 401 (0: none), at most ``auth_tarpit_max`` at once.
     """
     if not planes:
         raise ValueError("an app serves at least one plane")
@@ -51,6 +60,8 @@ def build_plane_app(
         consumer_id,
         max_body_bytes=max_body_bytes,
         body_timeout=body_timeout,
+        auth_tarpit=auth_tarpit,
+        auth_tarpit_max=auth_tarpit_max,
         observer=observer,
     )
     document = orjson.dumps(openapi_document([p.table for p in planes]))
@@ -74,6 +85,8 @@ def build_single_plane_app(
     issuer: str = DEFAULT_ISSUER,
     allow_unscoped: bool = False,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    auth_tarpit: float = DEFAULT_AUTH_TARPIT_MS / 1000,
+    auth_tarpit_max: int = DEFAULT_AUTH_TARPIT_MAX,
     **verifier_options: Any,
 ) -> Starlette:
     """One plane with its own verifier and replay ledger (the standalone providers).
@@ -94,7 +107,15 @@ def build_single_plane_app(
         **verifier_options,
     )
     guard = replay_guard if replay_guard is not None else JtiLedger(ledger_path)
-    return build_plane_app([plane], verifier, guard, consumer_id, max_body_bytes)
+    return build_plane_app(
+        [plane],
+        verifier,
+        guard,
+        consumer_id,
+        max_body_bytes,
+        auth_tarpit=auth_tarpit,
+        auth_tarpit_max=auth_tarpit_max,
+    )
 
 
 def build_memory_app(

@@ -26,7 +26,7 @@ from ratatoskr.planes.common import (
 )
 from ratatoskr.provider import memory_rules as rules
 from ratatoskr.wire.context import CallContext
-from ratatoskr.wire.plane import Plane, Verb, VerbTable
+from ratatoskr.wire.plane import DEFERRED, Plane, Verb, VerbTable
 
 PLANE = "memory"
 GATED_VERBS = frozenset(
@@ -51,6 +51,7 @@ class MemoryStore(Protocol):
     def health(self) -> dict[str, Any]: ...
     def upsert_parsed(self, call: rules.UpsertCall, ctx: CallContext) -> dict[str, Any]: ...
     def search_parsed(self, call: rules.SearchCall) -> list[dict[str, Any]]: ...
+    def search_quick(self, call: rules.SearchCall) -> list[dict[str, Any]] | None: ...
     def get(self, chunk_id: str, *, ctx: CallContext | None = None) -> dict[str, Any] | None: ...
     def get_many(
         self, ids: list[str], *, ctx: CallContext | None = None
@@ -106,6 +107,11 @@ def _upsert(store: MemoryStore, call: rules.UpsertCall, ctx: CallContext) -> dic
 
 def _search(store: MemoryStore, call: rules.SearchCall, ctx: CallContext) -> list[dict[str, Any]]:
     return store.search_parsed(call)
+
+
+def _search_quick(store: MemoryStore, call: rules.SearchCall, ctx: CallContext) -> Any:
+    hits = store.search_quick(call)
+    return DEFERRED if hits is None else hits
 
 
 def _get(store: MemoryStore, chunk_id: str, ctx: CallContext) -> dict[str, Any] | None:
@@ -188,6 +194,7 @@ def _table(dim: int) -> VerbTable:
                 "search",
                 _prepare_search(dim),
                 _search,
+                quick=_search_quick,
                 args=frozenset(SEARCH_ARGS["properties"]),
                 counted=("scope_any",),
                 args_schema=SEARCH_ARGS,

@@ -94,21 +94,38 @@ class VectorMirror:
 
     # -- keeping in step ---------------------------------------------------------------
 
-    def sync(self, conn: apsw.Connection) -> bool:
+    def sync(self, conn: apsw.Connection, max_changes: int | None = None) -> bool:
         """Bring the mirror to the snapshot of ``conn``'s open read transaction.
 
         False when the mirror cannot serve this snapshot (over budget, or already ahead of
         it because another thread synced to a newer one); the caller then searches in SQL.
+        With ``max_changes`` it does only cheap work: False, with nothing done, when it
+        would have to apply more changes than that, reload or regroup.
         """
         head, floor = conn.execute(
             "SELECT (SELECT max(seq) FROM memory_changes), (SELECT min(seq) FROM memory_changes)"
         ).fetchall()[0]
         head = int(head or 0)
-        if head == self.seq:
-            return not self.over_budget
-        behind = floor is not None and self.seq < int(floor) - 1
-        if self.seq > head or self.seq < 0 or behind or self.over_budget:
-            return self._reload(conn, head)
+        cheap_only = max_changes is not None
+        limit = head if max_changes is None else max_changes
+        if head != self.seq:
+            behind = floor is not None and self.seq < int(floor) - 1
+            if self.seq > head or self.seq < 0 or behind or self.over_budget:
+                return False if cheap_only else self._reload(conn, head)
+            if head - self.seq > limit:
+                return False
+            self._apply(conn, head)
+            if (self.n - self.dead) * self.bytes_per_row > self.max_bytes:
+                return False if cheap_only else self._reload(conn, head)
+        if self.over_budget:
+            return False
+        if max(self.n - self.sorted_n, self.dead) > max(4096, (self.n - self.dead) // 8):
+            # regroup: the tail and the holes grew too big
+            return False if cheap_only else self._reload(conn, head)
+        return True
+
+    def _apply(self, conn: apsw.Connection, head: int) -> None:
+        """Apply the logged changes after ``self.seq`` up to ``head``."""
         changed = [
             r[0]
             for r in conn.execute(
@@ -130,13 +147,6 @@ class VectorMirror:
                 if chunk_id not in seen:
                     self._kill(chunk_id)
         self.seq = head
-        live = self.n - self.dead
-        if live * self.bytes_per_row > self.max_bytes:
-            return self._reload(conn, head)
-        tail = self.n - self.sorted_n
-        if max(tail, self.dead) > max(4096, live // 8):
-            return self._reload(conn, head)  # regroup: the tail and the holes grew too big
-        return True
 
     def _reload(self, conn: apsw.Connection, head: int) -> bool:
         """Load every chunk afresh, sorted by scope. Two passes over the table in rowid
@@ -314,8 +324,15 @@ class VectorMirror:
     def rank(
         self, query: F32, top_k: int, scope_all: Scope, scope_any: Sequence[Scope]
     ) -> list[tuple[str, float]]:
-        rows = self.admitted(scope_all, scope_any)
-        unit: F32 = query * np.float32(1.0 / np.linalg.norm(query))
+        return self.rank_rows(self.admitted(scope_all, scope_any), query, top_k)
+
+    def admitted_count(self, rows: I64 | None) -> int:
+        """How many rows ``rank_rows`` would score for ``admitted``'s answer ``rows``."""
+        return self.n - self.dead if rows is None else len(rows)
+
+    def rank_rows(self, rows: I64 | None, query: F32, top_k: int) -> list[tuple[str, float]]:
+        """The exact top_k among ``rows`` (``admitted``'s answer)."""
+        unit: F32 = query * np.float32(1.0 / np.sqrt(float(query @ query)))
         if rows is None:
             scores: F32 = self.matrix[: self.n] @ unit
             scores *= self.inv_norms[: self.n]

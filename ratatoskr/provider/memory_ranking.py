@@ -60,12 +60,14 @@ def score_rows(matrix: F32, inv_norms: F32, rows: I64, unit_query: F32) -> F32:
 def candidates(scores: F32, top_k: int) -> I64:
     """Positions in ``scores`` that could belong to the exact top_k (-inf never does)."""
     want = top_k + CANDIDATE_MARGIN
-    finite = int(np.count_nonzero(scores > -np.inf))
-    if finite <= want:
+    if len(scores) <= want:
         return np.flatnonzero(scores > -np.inf)
-    top = np.argpartition(-scores, want - 1)[:want]
-    kth = -np.partition(-scores[top], top_k - 1)[top_k - 1]
-    bound = kth - SCORE_EPSILON
-    if float(scores[top].min()) >= bound:  # a crowded cut: take every near tie
+    negated = -scores
+    top = np.argpartition(negated, want - 1)[:want]
+    near = negated[top]
+    if not near.max() < np.inf:  # at most ``want`` live rows: all of them, none dead
+        return top[near < np.inf].astype(np.int64)
+    bound = -np.partition(near, top_k - 1)[top_k - 1] - SCORE_EPSILON
+    if -float(near.max()) >= bound:  # a crowded cut: take every near tie
         return np.flatnonzero(scores >= bound)
-    return np.asarray(top, dtype=np.int64)
+    return top.astype(np.int64)

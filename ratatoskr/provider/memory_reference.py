@@ -131,6 +131,10 @@ class ReferenceMemoryStore:
             call = rules.confine_search(call, ctx.scope)
         return self.search_parsed(call)
 
+    def search_quick(self, call: rules.SearchCall) -> list[dict[str, Any]] | None:
+        """Never: the oracle has no fast path, the wire runs it in the threadpool."""
+        return None
+
     def search_parsed(self, call: rules.SearchCall) -> list[dict[str, Any]]:
         admitted = [
             (cid, s)

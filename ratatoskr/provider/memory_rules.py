@@ -6,9 +6,9 @@ the record id, never a value.
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Mapping
 from dataclasses import dataclass
-from itertools import chain
 from typing import Any
 
 import numpy as np
@@ -160,9 +160,14 @@ def parse_chunk(
 
 
 def check_vectors(records: list[Any], dim: int) -> list[tuple[F32, bytes | None]] | None:
-    """Every record's vector checked in one pass (one numpy conversion for the batch), or
-    ``None`` when any record or vector is not plainly valid: the caller then checks record
-    by record, which names the first fault exactly as before."""
+    """Every record's vector checked in one pass, or ``None`` when any record or vector is
+    not plainly valid: the caller then checks record by record, which names the first fault
+    exactly as before.
+
+    ``array('d', ...)`` converts a vector at C speed and refuses anything but numbers, except
+    booleans (``True`` is an int). A boolean becomes exactly 0.0 or 1.0, so only the vectors
+    holding such a value are looked at element by element: a type check of every entry
+    costs as much as the conversion itself (~10 ms for 500 x 768)."""
     vectors = []
     for record in records:
         if not isinstance(record, dict):
@@ -172,11 +177,13 @@ def check_vectors(records: list[Any], dim: int) -> list[tuple[F32, bytes | None]
         if type(value) is not list or len(value) != dim:
             return None
         vectors.append(value)
-    if not set(map(type, chain.from_iterable(vectors))) <= {float, int}:
-        return None
     try:
-        wide = np.array(vectors, dtype=np.float64)
-    except (OverflowError, ValueError):
+        converted = b"".join([array("d", vector).tobytes() for vector in vectors])
+    except (TypeError, OverflowError):
+        return None
+    wide = np.frombuffer(converted, dtype=np.float64).reshape(len(vectors), dim)
+    suspects = np.flatnonzero(((wide == 0.0) | (wide == 1.0)).any(axis=1)).tolist()
+    if any(bool in set(map(type, vectors[i])) for i in suspects):
         return None
     if not bool((np.abs(wide).max(axis=1) < F32_ROUNDS_TO_INF).all()):
         return None

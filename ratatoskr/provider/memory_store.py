@@ -13,12 +13,10 @@ Layout (one file, ``RATATOSKR_MEMORY_DB``):
   every process's search mirror (``memory_mirror.py``) in step;
 - ``memory_idempotency``: the replay-or-conflict cache.
 
-Search ranks on the mirror when it fits its memory budget. Otherwise (or when the mirror is
-ahead of the reader's snapshot) it runs in SQL and never post-filters a fixed-k result
-(sqlite-vec would come back short): a scoped search is a ``WHERE`` over the indexed axis
-columns, ranked by ``vec_distance_cosine`` in the same statement; an unscoped one asks
-``vec0``. Both paths pick float32 candidates with a margin and recompute the final scores in
-float64 (``cosine.py``), so ties and near-ties order exactly as the reference store's.
+Search ranks on the mirror when it fits its memory budget, otherwise in SQL
+(``memory_sql_search.py``). Both paths pick float32 candidates with a margin and recompute
+the final scores in float64 (``cosine.py``), so ties and near-ties order exactly as the
+reference store's.
 """
 
 from __future__ import annotations
@@ -33,8 +31,8 @@ import numpy as np
 import orjson
 
 from ratatoskr.provider import memory_rules as rules
-from ratatoskr.provider.cosine import cosine_scores, rank
 from ratatoskr.provider.memory_mirror import VectorMirror, mirror_budget_from_env
+from ratatoskr.provider.memory_sql_search import rank_in_sql
 from ratatoskr.storage.database import Database, DatabaseSettings, Migration, SchemaError
 from ratatoskr.storage.health import check_health
 from ratatoskr.storage.idempotency import (
@@ -51,10 +49,10 @@ from ratatoskr.wire.scope import AXES, contains
 if TYPE_CHECKING:
     from starlette.applications import Starlette
 
-CANDIDATE_MARGIN = 8
-DISTANCE_EPSILON = 2e-4
-VEC_MAX_K = 4096
 CHANGES_KEPT = 200_000
+# ``search_quick``'s bounds: about half a millisecond of work, whatever the dimension.
+QUICK_CHANGES = 64
+QUICK_FLOATS = 1 << 21
 _idem = IdempotencyTable("memory_idempotency")
 
 
@@ -226,13 +224,21 @@ class RatatoskrMemoryStore:
             conn.executemany(
                 "INSERT INTO memory_changes (chunk_id) VALUES (?)", [(cid,) for cid in ids]
             )
-            # vec0 has no working INSERT OR REPLACE before 0.1.10: delete, then insert.
+            # vec0 has no working INSERT OR REPLACE before 0.1.10. A rewrite is an UPDATE in
+            # place: a delete then insert leaves a hole in one of vec0's 1,024-slot chunks and
+            # fills another, and a chunk is freed only when all its slots are empty, so a
+            # store that only rewrites its chunks would grow its file without end.
             conn.executemany(
-                "DELETE FROM memory_vec WHERE chunk_id = ?", [(cid,) for cid in existing]
+                "UPDATE memory_vec SET embedding = ? WHERE chunk_id = ?",
+                [(c.vector.tobytes(), c.chunk_id) for c in call.chunks if c.chunk_id in existing],
             )
             conn.executemany(
                 "INSERT INTO memory_vec (chunk_id, embedding) VALUES (?, ?)",
-                [(c.chunk_id, c.vector.tobytes()) for c in call.chunks],
+                [
+                    (c.chunk_id, c.vector.tobytes())
+                    for c in call.chunks
+                    if c.chunk_id not in existing
+                ],
             )
             ttl = CLASS_TTL_SECONDS[call.idempotency_class]
             _idem.remember(conn, iid, call.digest, ids, now + ttl)
@@ -303,29 +309,55 @@ class RatatoskrMemoryStore:
         with self.db.read() as conn:
             ranked = self._rank_on_mirror(conn, call)
             if ranked is None:
-                ranked = self._rank_in_sql(conn, call)
-            if not ranked:
-                return []
-            vectors = "embedding, vector_f64" if call.include_embedding else "NULL, NULL"
-            rows = conn.execute(
-                f"SELECT chunk_id, revision, vector_key, {vectors}, record_json "
-                f"FROM memory_chunks WHERE chunk_id IN ({_placeholders(len(ranked))})",
-                [cid for cid, _ in ranked],
-            ).fetchall()
+                ranked = rank_in_sql(conn, call, self.embedding_dim)
+            return self._hits(conn, ranked, call.include_embedding)
+
+    def search_quick(self, call: rules.SearchCall) -> list[dict[str, Any]] | None:
+        """``search_parsed`` when it is cheap for sure, else ``None`` with nothing done.
+
+        Cheap means: the mirror serves it, is free, at most ``QUICK_CHANGES`` changes
+        behind, and the filter admits at most ``QUICK_FLOATS / dim`` rows. The wire runs
+        this on its event loop, which saves the threadpool hand-off (about a third of a
+        small scoped search's cost); anything else goes to the threadpool."""
+        mirror = self.mirror
+        if mirror is None or mirror.loading:
+            return None
+        with self.db.read() as conn:
+            if not mirror.lock.acquire(blocking=False):
+                return None
+            try:
+                if not mirror.sync(conn, max_changes=QUICK_CHANGES):
+                    return None
+                rows = mirror.admitted(call.scope_all, call.scope_any)
+                if mirror.admitted_count(rows) * self.embedding_dim > QUICK_FLOATS:
+                    return None
+                ranked = mirror.rank_rows(rows, call.vector, call.top_k)
+            finally:
+                mirror.lock.release()
+            return self._hits(conn, ranked, call.include_embedding)
+
+    def _hits(
+        self, conn: apsw.Connection, ranked: list[tuple[str, float]], include_embedding: bool
+    ) -> list[dict[str, Any]]:
+        """The search results of ``ranked`` (id, score), read in the search's snapshot."""
+        if not ranked:
+            return []
+        vectors = "embedding, vector_f64" if include_embedding else "NULL, NULL"
+        rows = conn.execute(
+            f"SELECT chunk_id, revision, vector_key, {vectors}, record_json "
+            f"FROM memory_chunks WHERE chunk_id IN ({_placeholders(len(ranked))})",
+            [cid for cid, _ in ranked],
+        ).fetchall()
         by_id = {r[0]: r for r in rows}
         return [
             rules.search_hit(
                 _record(
-                    by_id[cid][2],
-                    by_id[cid][3],
-                    by_id[cid][4],
-                    by_id[cid][5],
-                    call.include_embedding,
+                    by_id[cid][2], by_id[cid][3], by_id[cid][4], by_id[cid][5], include_embedding
                 ),
                 cid,
                 score,
                 by_id[cid][1],
-                call.include_embedding,
+                include_embedding,
             )
             for cid, score in ranked
         ]
@@ -341,48 +373,6 @@ class RatatoskrMemoryStore:
             if not self.mirror.sync(conn):
                 return None
             return self.mirror.rank(call.vector, call.top_k, call.scope_all, call.scope_any)
-
-    def _rank_in_sql(
-        self, conn: apsw.Connection, call: rules.SearchCall
-    ) -> list[tuple[str, float]]:
-        candidates = self._sql_candidates(conn, call)
-        if not candidates:
-            return []
-        rows = conn.execute(
-            "SELECT chunk_id, embedding FROM memory_chunks "
-            f"WHERE chunk_id IN ({_placeholders(len(candidates))})",
-            candidates,
-        ).fetchall()
-        matrix = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32)
-        scores = cosine_scores(matrix.reshape(len(rows), self.embedding_dim), call.vector)
-        return rank([r[0] for r in rows], scores, call.top_k)
-
-    def _sql_candidates(self, conn: apsw.Connection, call: rules.SearchCall) -> list[str]:
-        """Every chunk that could be in the exact top_k: the float32 top_k plus all rows whose
-        float32 distance lies within ``DISTANCE_EPSILON`` of the k-th."""
-        query = call.vector.tobytes()
-        want = call.top_k + CANDIDATE_MARGIN
-        condition, params = scope_condition(call.scope_all, call.scope_any)
-        if condition == "1" and want <= VEC_MAX_K:
-            rows = conn.execute(
-                "SELECT chunk_id, distance FROM memory_vec WHERE embedding MATCH ? AND k = ?",
-                (query, want),
-            ).fetchall()
-        else:
-            rows = conn.execute(
-                f"SELECT chunk_id, vec_distance_cosine(embedding, ?) AS d FROM memory_chunks "
-                f"WHERE {condition} ORDER BY d LIMIT ?",
-                (query, *params, want),
-            ).fetchall()
-        if len(rows) < want or rows[-1][1] > rows[call.top_k - 1][1] + DISTANCE_EPSILON:
-            return [r[0] for r in rows]
-        bound = rows[call.top_k - 1][1] + DISTANCE_EPSILON
-        wide = conn.execute(
-            f"SELECT chunk_id FROM (SELECT chunk_id, vec_distance_cosine(embedding, ?) AS d "
-            f"FROM memory_chunks WHERE {condition}) WHERE d <= ?",
-            (query, *params, bound),
-        ).fetchall()
-        return [r[0] for r in wide]
 
     def _revisions_and_scopes(
         self, conn: apsw.Connection, ids: list[str]

@@ -2,8 +2,15 @@
 
 Each call walks the checks in the wire's order, and each check answers before the next one
 looks at anything: size and media type, token, body binding, envelope, plane/verb binding,
-verb, args, scope, replay, store. Storage (and the CPU-heavy argument parsing) runs in the
-threadpool, never on the event loop. Every failure is a JSON error body.
+verb, args, scope, replay, store. Storage (and the CPU-heavy argument parsing) runs on the
+store threads (``threads.py``), except a read-only verb's ``quick`` path: work bounded to
+about half a millisecond (a small scoped search), run on the event loop because the hand-off
+would cost more than the work. Every failure is a JSON error body.
+
+A failed authentication (every 401) is answered only after ``auth_tarpit`` seconds, so a
+client flooding bad tokens over a few connections is slowed to a trickle without costing CPU
+(the task sleeps); at most ``auth_tarpit_max`` calls are held per worker, beyond that the 401
+goes out at once and the connection is closed, so a flood never holds unbounded memory.
 """
 
 from __future__ import annotations
@@ -11,10 +18,10 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from http import HTTPStatus
 from typing import Any
 
 import orjson
-from starlette.concurrency import run_in_threadpool
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
@@ -45,12 +52,19 @@ from ratatoskr.wire.errors import (
     UnsupportedMediaType,
 )
 from ratatoskr.wire.observer import CallObserver
-from ratatoskr.wire.plane import Plane, Verb
+from ratatoskr.wire.plane import DEFERRED, Plane, Verb
 from ratatoskr.wire.replay import ReplayGuard
+from ratatoskr.wire.threads import run_in_store_thread
 from ratatoskr.wire.tokens import TokenVerifier, VerifiedToken
 
 DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024
 DEFAULT_BODY_TIMEOUT = 30  # seconds a body may take to arrive: a trickling client is cut
+# a refused token waits this long: 8 flooding connections then send 32 calls/s, not thousands,
+# while a legitimate client with a bad token only learns of it a quarter second later
+DEFAULT_AUTH_TARPIT_MS = 250
+# refused calls held at once per worker: a held call costs a task and a few KiB (its body is
+# already dropped), so 512 is a few MiB; past it the 401 is immediate and the connection closed
+DEFAULT_AUTH_TARPIT_MAX = 512
 HANDSHAKE_PLANE = "*"
 HANDSHAKE_VERB = "handshake"
 JSON = "application/json"
@@ -72,6 +86,8 @@ class WireEndpoints:
         *,
         max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
         body_timeout: float = DEFAULT_BODY_TIMEOUT,
+        auth_tarpit: float = DEFAULT_AUTH_TARPIT_MS / 1000,
+        auth_tarpit_max: int = DEFAULT_AUTH_TARPIT_MAX,
         server_name: str = "ratatoskr",
         server_version: str = __version__,
         observer: CallObserver | None = None,
@@ -81,12 +97,17 @@ class WireEndpoints:
             raise ValueError("two planes share a name")
         if max_body_bytes < 1:
             raise ValueError("max_body_bytes must be positive")
+        if auth_tarpit < 0 or auth_tarpit_max < 1:
+            raise ValueError("auth_tarpit must be >= 0 and auth_tarpit_max positive")
         self.planes: dict[str, Plane] = {p.name: p for p in planes}
         self.verifier = verifier
         self.replay_guard = replay_guard
         self.consumer_id = consumer_id
         self.max_body_bytes = max_body_bytes
         self.body_timeout = body_timeout
+        self.auth_tarpit = auth_tarpit
+        self.auth_tarpit_max = auth_tarpit_max
+        self.tarpit_held = 0  # refused calls sleeping now (one event loop: no lock needed)
         self.server = {"name": server_name, "version": server_version}
         self.observer = observer
 
@@ -126,7 +147,7 @@ class WireEndpoints:
         return Response(orjson.dumps({"status": "ok"}), media_type=JSON)
 
     async def readyz(self, request: Request) -> Response:
-        planes = {name: await run_in_threadpool(p.health) for name, p in self.planes.items()}
+        planes = {name: await run_in_store_thread(p.health) for name, p in self.planes.items()}
         ready = all(h["status"] in ("ok", "degraded") for h in planes.values())
         body = orjson.dumps({"ready": ready, "planes": planes})
         return Response(body, status_code=200 if ready else 503, media_type=JSON)
@@ -136,6 +157,25 @@ class WireEndpoints:
     async def _serve(self, request: Request, plane: str, handler: Handler) -> Response:
         started = time.perf_counter()
         record = CallRecord(request_id=new_request_id(), plane=plane)
+        response = await self._answer(request, plane, handler, record)
+        response.headers["X-Request-ID"] = record.request_id
+        elapsed = time.perf_counter() - started
+        log_call(record, elapsed * 1000)
+        if self.observer is not None:
+            try:
+                self.observer.call_finished(record, elapsed)
+            except Exception as exc:  # watching a call never changes its answer
+                log_observer_error(exc)
+        if response.status_code == HTTPStatus.UNAUTHORIZED:
+            # after ``_answer`` returned: the body, the parsed envelope and the error's
+            # traceback are gone, so a held call holds its small response only
+            await self._tarpit(response)
+        return response
+
+    async def _answer(
+        self, request: Request, plane: str, handler: Handler, record: CallRecord
+    ) -> Response:
+        """The checks in the wire's order, then the handler; every failure as its answer."""
         try:
             body = await self._read_body(request)
             token = self.verifier.verify(_bearer(request))
@@ -149,7 +189,7 @@ class WireEndpoints:
             if token.verb != envelope.verb:
                 raise BindingMismatch("the token's verb claim does not match the envelope")
             content = await handler(record, token, envelope)
-            response = Response(content, media_type=JSON)
+            return Response(content, media_type=JSON)
         except BifrostError as error:
             record.outcome, record.status = error.wire_code(_qualifier(plane)), error.http_status
             response = _error_response(error, plane, record.request_id)
@@ -157,20 +197,27 @@ class WireEndpoints:
                 # the rest of the body may still be coming: without this, uvicorn keeps the
                 # connection open for it, and a trickling client holds it forever
                 response.headers["Connection"] = "close"
+            return response
         except Exception as exc:
             log_internal_error(record.request_id, exc)
             internal = InternalError("internal error")
             record.outcome, record.status = internal.code, internal.http_status
-            response = _error_response(internal, plane, record.request_id)
-        response.headers["X-Request-ID"] = record.request_id
-        elapsed = time.perf_counter() - started
-        log_call(record, elapsed * 1000)
-        if self.observer is not None:
-            try:
-                self.observer.call_finished(record, elapsed)
-            except Exception as exc:  # watching a call never changes its answer
-                log_observer_error(exc)
-        return response
+            return _error_response(internal, plane, record.request_id)
+
+    async def _tarpit(self, response: Response) -> None:
+        """Hold a refused call ``auth_tarpit`` seconds, unless ``auth_tarpit_max`` calls are
+        held already: then answer at once and close the connection, so the flooder has to
+        reconnect and nothing queues up in this worker."""
+        if self.auth_tarpit <= 0:
+            return
+        if self.tarpit_held >= self.auth_tarpit_max:
+            response.headers["Connection"] = "close"
+            return
+        self.tarpit_held += 1
+        try:
+            await asyncio.sleep(self.auth_tarpit)
+        finally:
+            self.tarpit_held -= 1
 
     async def _read_body(self, request: Request) -> bytes:
         """The raw body, refused with 413 as soon as it is known to exceed the limit, and
@@ -217,7 +264,15 @@ class WireEndpoints:
                 request_id=record.request_id,
                 jti=token.jti,
             )
-            return await run_in_threadpool(
+            if verb.quick is not None:
+                # A read-only verb with a bounded fast path: validated and, when cheap for
+                # sure, answered right here; the threadpool hand-off would cost more.
+                prepared = plane.prepare(verb, envelope.args, ctx)
+                result = plane.execute_quick(verb, prepared, ctx)
+                if result is not DEFERRED:
+                    return self._answer_body(result, ctx, record)
+                return await run_in_store_thread(self._execute, plane, verb, prepared, ctx, record)
+            return await run_in_store_thread(
                 self._run, plane, verb, envelope.args, ctx, token, record
             )
 
@@ -236,7 +291,15 @@ class WireEndpoints:
         prepared = plane.prepare(verb, args, ctx)
         if verb.mutating and not self.replay_guard.claim(token.jti, token.expires_at):
             raise TokenReplayed("this token was already used for a mutating call")
-        result = plane.execute(verb, prepared, ctx)
+        return self._execute(plane, verb, prepared, ctx, record)
+
+    def _execute(
+        self, plane: Plane, verb: Verb, prepared: Any, ctx: CallContext, record: CallRecord
+    ) -> bytes:
+        return self._answer_body(plane.execute(verb, prepared, ctx), ctx, record)
+
+    @staticmethod
+    def _answer_body(result: Any, ctx: CallContext, record: CallRecord) -> bytes:
         if isinstance(result, list):
             record.counts["results"] = len(result)
         elif isinstance(result, dict) and result.get("replayed") is True:
@@ -248,7 +311,7 @@ class WireEndpoints:
         if env.verb != HANDSHAKE_VERB:
             raise BindingMismatch("the handshake route takes the verb handshake only")
         names = self._handshake_planes(env.args)
-        planes = {name: await run_in_threadpool(self.planes[name].handshake) for name in names}
+        planes = {name: await run_in_store_thread(self.planes[name].handshake) for name in names}
         result = {
             "wire": WIRE_VERSION,
             "consumer_id": self.consumer_id,

@@ -3,7 +3,8 @@
 Every plane is served by the same endpoint; what differs is only its ``VerbTable``. A verb is
 split in two steps so the wire can keep its order of checks: ``prepare`` (pure validation and
 scope confinement, no storage: 400/403) runs before the replay check, ``execute`` (the store)
-after it.
+after it. A read-only verb may also offer ``quick``: ``execute`` bounded to work cheap enough
+for the wire's event loop, answering ``DEFERRED`` (nothing done) when it is not.
 """
 
 from __future__ import annotations
@@ -20,6 +21,16 @@ Execute = Callable[[Any, Any, CallContext], Any]
 Describe = Callable[[Any], dict[str, Any]]
 
 
+class Deferred:
+    """What a ``quick`` execute answers when the call needs the threadpool after all."""
+
+    def __repr__(self) -> str:
+        return "DEFERRED"
+
+
+DEFERRED = Deferred()
+
+
 def no_args(args: Mapping[str, Any], ctx: CallContext) -> None:
     """``prepare`` of a verb that takes no arguments (the framework refuses any key)."""
     return None
@@ -31,7 +42,7 @@ class Verb:
 
     ``args`` lists the argument keys the verb takes (any other key is invalid); ``counted``
     names list arguments whose length the call log records; ``args_schema`` documents the
-    arguments in the OpenAPI description.
+    arguments in the OpenAPI description; ``quick`` is the bounded execute above.
     """
 
     name: str
@@ -41,6 +52,11 @@ class Verb:
     args: frozenset[str] = frozenset()
     counted: tuple[str, ...] = ()
     args_schema: Mapping[str, Any] = field(default_factory=dict)
+    quick: Execute | None = None
+
+    def __post_init__(self) -> None:
+        if self.quick is not None and self.mutating:
+            raise ValueError(f"verb {self.name}: a mutating verb must run in the threadpool")
 
 
 @dataclass(frozen=True)
@@ -99,6 +115,12 @@ class Plane:
 
     def execute(self, verb: Verb, prepared: Any, ctx: CallContext) -> Any:
         return verb.execute(self.store, prepared, ctx)
+
+    def execute_quick(self, verb: Verb, prepared: Any, ctx: CallContext) -> Any:
+        """``verb.quick``'s answer, or ``DEFERRED`` when it has none or defers."""
+        if verb.quick is None:
+            return DEFERRED
+        return verb.quick(self.store, prepared, ctx)
 
     def handshake(self) -> dict[str, Any]:
         return {"verbs": self.table.verb_names, **self.table.describe(self.store)}

@@ -25,7 +25,7 @@ def affect_store(tmp_path: Path) -> Iterator[RatatoskrAffectStore]:
 @pytest.fixture
 def client(affect_store: RatatoskrAffectStore, tmp_path: Path) -> Iterator[TestClient]:
     ledger = JtiLedger(str(tmp_path / "affect.jti.db"))
-    with TestClient(build_affect_app(affect_store, KEY, replay_guard=ledger)) as c:
+    with TestClient(build_affect_app(affect_store, KEY, replay_guard=ledger, auth_tarpit=0)) as c:
         yield c
     ledger.close()
 

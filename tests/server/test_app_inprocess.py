@@ -28,6 +28,7 @@ def settings_env(tmp_path: Path) -> dict[str, str]:
         "RATATOSKR_AFFECT_DB": str(tmp_path / "affect.db"),
         "RATATOSKR_MEMORY_EMBEDDING_DIM": "8",
         "RATATOSKR_HEIMDALL_KEY": KEY,
+        "RATATOSKR_AUTH_TARPIT_MS": "0",  # many 401s; the tarpit has its own tests
     }
 
 

@@ -3,6 +3,7 @@ no settings at all a development key is generated with mode 0600 and only its pa
 
 from __future__ import annotations
 
+import socket
 import stat
 import subprocess
 import sys
@@ -79,6 +80,12 @@ def test_a_database_of_another_dimension_names_the_dimension(tmp_path: Path) -> 
         ("RATATOSKR_LOG_LEVEL", "loud"),
         ("RATATOSKR_SQLITE_SYNCHRONOUS", "OFF"),
         ("RATATOSKR_HEIMDALL_KEY_FILE", "/nonexistent/key"),
+        ("RATATOSKR_AUTH_TARPIT_MS", "-1"),
+        ("RATATOSKR_AUTH_TARPIT_MS", "10001"),
+        ("RATATOSKR_AUTH_TARPIT_MAX", "0"),
+        ("RATATOSKR_AUTH_TARPIT_MAX", "lots"),
+        ("RATATOSKR_STORE_THREADS", "0"),
+        ("RATATOSKR_STORE_THREADS", "257"),
     ],
 )
 def test_load_settings_names_each_bad_setting(tmp_path: Path, name: str, value: str) -> None:
@@ -87,6 +94,14 @@ def test_load_settings_names_each_bad_setting(tmp_path: Path, name: str, value: 
         env.pop("RATATOSKR_HEIMDALL_KEY")
     with pytest.raises(SettingsError, match=name):
         load_settings(env, cwd=tmp_path)
+
+
+def test_the_tarpit_defaults_and_its_off_switch(tmp_path: Path) -> None:
+    key = {"RATATOSKR_HEIMDALL_KEY": "k" * 32}
+    defaults = load_settings(key, cwd=tmp_path)
+    assert (defaults.auth_tarpit_ms, defaults.auth_tarpit_max) == (250, 512)
+    off = load_settings({**key, "RATATOSKR_AUTH_TARPIT_MS": "0"}, cwd=tmp_path)
+    assert off.auth_tarpit_ms == 0
 
 
 def test_defaults_generate_a_private_key_and_print_only_its_path(tmp_path: Path) -> None:
@@ -111,3 +126,29 @@ def test_defaults_generate_a_private_key_and_print_only_its_path(tmp_path: Path)
     again = load_settings({}, cwd=tmp_path, generate_dev_key=True)
     assert again.dev_key_file == key_file and not again.dev_key_generated
     assert key_file.read_text().strip() == key
+
+
+def test_a_port_another_server_listens_on_is_refused(tmp_path: Path) -> None:
+    """Workers bind with SO_REUSEPORT, which would let a second server share the port (and
+    half its connections) with the first: serve refuses to start instead."""
+    port = free_port()
+    with socket.socket() as other:
+        other.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        other.bind(("127.0.0.1", port))
+        other.listen()
+        done = subprocess.run(
+            [sys.executable, "-m", "ratatoskr", "serve", "--port", str(port)],
+            cwd=tmp_path,
+            env=clean_env(
+                {
+                    "RATATOSKR_MEMORY_DB": str(tmp_path / "m.db"),
+                    "RATATOSKR_AFFECT_DB": str(tmp_path / "a.db"),
+                    "RATATOSKR_HEIMDALL_KEY": "k" * 32,
+                }
+            ),
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+    assert done.returncode == 2
+    assert f"port {port} on 127.0.0.1 is in use" in done.stderr

@@ -30,6 +30,6 @@ def ledger(tmp_path: Path) -> Iterator[JtiLedger]:
 
 @pytest.fixture
 def client(store: RatatoskrMemoryStore, ledger: JtiLedger) -> Iterator[TestClient]:
-    app = build_memory_app(store, KEY, replay_guard=ledger)
+    app = build_memory_app(store, KEY, replay_guard=ledger, auth_tarpit=0)
     with TestClient(app) as c:
         yield c

@@ -39,7 +39,7 @@ def _status_code(response: Any) -> tuple[int, str]:
 
 
 def test_payload_too_large(store: RatatoskrMemoryStore) -> None:
-    with TestClient(build_memory_app(store, KEY, max_body_bytes=64)) as client:
+    with TestClient(build_memory_app(store, KEY, max_body_bytes=64, auth_tarpit=0)) as client:
         body = envelope("search", {"vector": vec(1), "top_k": 1})
         assert len(body) > 64
         assert _status_code(post(client, body, token_for(body))) == (
@@ -235,7 +235,7 @@ def test_unavailable_when_the_database_is_locked(tmp_path: Path) -> None:
     store = open_memory_store(path, embedding_dim=DIM, settings=settings)
     holder = apsw.Connection(path)
     try:
-        with TestClient(build_memory_app(store, KEY)) as client:
+        with TestClient(build_memory_app(store, KEY, auth_tarpit=0)) as client:
             holder.execute("BEGIN IMMEDIATE")
             response = call(
                 client, "upsert_many", {"records": [record("a", vec(1))], "idempotency_key": "k"}
@@ -268,7 +268,7 @@ def exploding_client(tmp_path: Path) -> Iterator[TestClient]:
     )
     verifier = TokenVerifier(Keyring(KEY))
     app = build_plane_app(
-        [Plane(table, _Exploding())], verifier, JtiLedger(":memory:"), "ratatoskr"
+        [Plane(table, _Exploding())], verifier, JtiLedger(":memory:"), "ratatoskr", auth_tarpit=0
     )
     with TestClient(app) as client:
         yield client

@@ -86,7 +86,7 @@ def _every_outcome(client: TestClient) -> list[Any]:
 
 def test_marker_never_logged(store: RatatoskrMemoryStore, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.DEBUG)
-    with TestClient(build_memory_app(store, KEY, max_body_bytes=1 << 20)) as client:
+    with TestClient(build_memory_app(store, KEY, max_body_bytes=1 << 20, auth_tarpit=0)) as client:
         responses = _every_outcome(client)
         oversized = envelope(
             "upsert_many",

@@ -100,7 +100,10 @@ def _close(a: Any, b: Any) -> bool:
 
 def test_sqlite_and_reference_give_the_same_wire_answers(tmp_path: Path) -> None:
     sqlite_store = open_memory_store(str(tmp_path / "m.db"), embedding_dim=DIM)
-    apps = [build_memory_app(sqlite_store, KEY), build_memory_app(ReferenceMemoryStore(DIM), KEY)]
+    apps = [
+        build_memory_app(sqlite_store, KEY, auth_tarpit=0),
+        build_memory_app(ReferenceMemoryStore(DIM), KEY, auth_tarpit=0),
+    ]
     try:
         with TestClient(apps[0]) as sqlite_client, TestClient(apps[1]) as reference_client:
             for step, (verb, args) in enumerate(SCRIPT):
