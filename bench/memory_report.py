@@ -143,7 +143,8 @@ store's own function and ordered by (score desc, chunk_id asc): exact by constru
 the mirror would exceed `RATATOSKR_MEMORY_MIRROR_BYTES` the same two-step ranking runs in SQL
 (`vec0` KNN unscoped, `WHERE scope ORDER BY vec_distance_cosine` scoped, in
 `memory_sql_search.py`). Over HTTP, a search whose work is small for sure (the mirror is
-free, at most 64 changes behind, and the filter admits at most 2^21 / dim rows) runs on the
+free, at most 64 changes behind, the filter admits at most 2^21 / dim rows, and the answer
+holds at most 64 hits and 2^14 embedding values) runs on the
 worker's event loop (`RatatoskrMemoryStore.search_quick`) instead of the threadpool, whose
 hand-off costs more than such a search; anything else goes to the threadpool as before."""
 

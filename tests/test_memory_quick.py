@@ -80,6 +80,25 @@ def test_quick_defers_a_scope_too_broad(tmp_path: Path, monkeypatch: pytest.Monk
     store.close()
 
 
+def test_quick_defers_a_large_answer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    rng = np.random.default_rng(7)
+    store = filled(tmp_path / "m.db", rng)
+    store.search_parsed(call(rng))
+
+    def search(top_k: int, embedding: bool, **scope: dict[str, str]) -> rules.SearchCall:
+        vector = rng.standard_normal(DIM).tolist()
+        include = {"embedding": embedding}
+        return rules.parse_search(vector, top_k, scope["all"], None, None, include, None, DIM)
+
+    assert store.search_quick(search(100, True, all={"end_user": "u7"})) is not None  # 10 hits
+    assert store.search_quick(search(100, True, all={"tenant": "t0"})) is None  # 100 hits
+    monkeypatch.setattr(memory_store, "QUICK_HIT_FLOATS", 5 * DIM)  # 5 embeddings
+    assert store.search_quick(search(10, True, all={"end_user": "u7"})) is None
+    assert store.search_quick(search(10, False, all={"end_user": "u7"})) is not None
+    assert store.search_quick(search(5, True, all={"end_user": "u7"})) is not None
+    store.close()
+
+
 def test_quick_sees_each_acknowledged_write_and_defers_a_long_backlog(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -52,7 +52,9 @@ if TYPE_CHECKING:
 CHANGES_KEPT = 200_000
 # ``search_quick``'s bounds: about half a millisecond of work, whatever the dimension.
 QUICK_CHANGES = 64
-QUICK_FLOATS = 1 << 21
+QUICK_FLOATS = 1 << 21  # rows x dim to score
+QUICK_HITS = 64
+QUICK_HIT_FLOATS = 1 << 14  # embedding values in the hits: ~20 embeddings at 768
 _idem = IdempotencyTable("memory_idempotency")
 
 
@@ -316,7 +318,8 @@ class RatatoskrMemoryStore:
         """``search_parsed`` when it is cheap for sure, else ``None`` with nothing done.
 
         Cheap means: the mirror serves it, is free, at most ``QUICK_CHANGES`` changes
-        behind, and the filter admits at most ``QUICK_FLOATS / dim`` rows. The wire runs
+        behind, the filter admits at most ``QUICK_FLOATS / dim`` rows and the answer is
+        small (``_quick_enough``). The wire runs
         this on its event loop, which saves the threadpool hand-off (about a third of a
         small scoped search's cost); anything else goes to the threadpool."""
         mirror = self.mirror
@@ -329,12 +332,25 @@ class RatatoskrMemoryStore:
                 if not mirror.sync(conn, max_changes=QUICK_CHANGES):
                     return None
                 rows = mirror.admitted(call.scope_all, call.scope_any)
-                if mirror.admitted_count(rows) * self.embedding_dim > QUICK_FLOATS:
+                count = mirror.admitted_count(rows)
+                if not self._quick_enough(count, call):
                     return None
                 ranked = mirror.rank_rows(rows, call.vector, call.top_k)
             finally:
                 mirror.lock.release()
             return self._hits(conn, ranked, call.include_embedding)
+
+    def _quick_enough(self, admitted: int, call: rules.SearchCall) -> bool:
+        """Whether ranking ``admitted`` rows and building the hits stays small: the rows to
+        score, the number of hits, and the floats of their embeddings (built as Python
+        lists, then written as JSON on the event loop)."""
+        hits = min(call.top_k, admitted)
+        embedding_floats = hits * self.embedding_dim if call.include_embedding else 0
+        return (
+            admitted * self.embedding_dim <= QUICK_FLOATS
+            and hits <= QUICK_HITS
+            and embedding_floats <= QUICK_HIT_FLOATS
+        )
 
     def _hits(
         self, conn: apsw.Connection, ranked: list[tuple[str, float]], include_embedding: bool
