@@ -93,6 +93,12 @@ def run(args: argparse.Namespace) -> int:
         return 2
     if settings.dev_key_file is not None:
         print(dev_key_banner(str(settings.dev_key_file), settings.dev_key_generated), flush=True)
+    # gunicorn's own "Listening at" line is empty: each worker binds its socket itself
+    host = f"[{settings.host}]" if ":" in settings.host else settings.host
+    print(
+        f"ratatoskr: serving http://{host}:{settings.port} with {settings.workers} workers",
+        flush=True,
+    )
     from ratatoskr.cli.gunicorn_app import ServeApplication
 
     ServeApplication(settings).run()

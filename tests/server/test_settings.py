@@ -115,6 +115,7 @@ def test_defaults_generate_a_private_key_and_print_only_its_path(tmp_path: Path)
         first_line = server.stdout_path.read_text().splitlines()[0]
         assert str(key_file) in first_line
         assert "ratatoskr call" in server.output()
+        assert f"ratatoskr: serving {server.url} with 2 workers" in server.output()
         assert key not in server.output()
         assert (tmp_path / "data" / "memory.db").exists()
         assert (tmp_path / "data" / "affect.db").exists()
