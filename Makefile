@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: run test lint bench bench-quick bench-1m bench-http soak soak-steady token-flood clean
+.PHONY: run test lint bench bench-quick bench-1m bench-http bench-writers soak soak-steady token-flood clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -38,6 +38,11 @@ bench-1m: $(STAMP)
 
 bench-http: $(STAMP)
 	$(PY) -m bench.http_load --chunks 20000 --duration 60 --workers 2 --concurrency 8
+
+# upsert_many from 1 and then 2 processes into one file (what 2 gunicorn workers can write)
+bench-writers: $(STAMP)
+	$(PY) -m bench.upsert_writers --writers 1
+	$(PY) -m bench.upsert_writers --writers 2
 
 # reliability benchmarks (docs/reliability.md), not part of `make test`
 soak: $(STAMP)
