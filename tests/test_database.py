@@ -10,6 +10,7 @@ import pytest
 
 from ratatoskr.provider.memory_store import open_memory_store
 from ratatoskr.storage.database import Database, DatabaseSettings, Migration, SchemaError
+from ratatoskr.wire.context import CallContext
 from ratatoskr.wire.errors import Unavailable
 
 
@@ -121,3 +122,23 @@ def test_threads_get_their_own_connections(tmp_path: Path) -> None:
     with db.read() as conn:
         assert conn.execute("SELECT count(*) FROM t").fetchall() == [(200,)]
     db.close()
+
+
+def test_a_read_answers_again_as_soon_as_the_file_is_back(tmp_path: Path) -> None:
+    """A file problem is never served from the read path's check cache: once the original
+    file is back, the very next read answers (no waiting out the check interval), whichever
+    worker saw the problem last."""
+    path = tmp_path / "m.db"
+    store = open_memory_store(str(path), embedding_dim=4)
+    ctx = CallContext(actor="a")
+    store.upsert_many([{"id": "a", "embedding": [1.0, 0, 0, 0]}], idempotency_key="k", ctx=ctx)
+    aside = tmp_path / "m.db.aside"
+    path.rename(aside)
+    path.write_bytes(b"not the database " * 512)
+    assert store.db.file_problem() == "database file was replaced while serving"
+    with pytest.raises(Unavailable):
+        store.get("a")
+    aside.replace(path)
+    found = store.get("a")  # at once: the standing problem is looked at again
+    assert found is not None and found["revision"] == 1
+    store.close()

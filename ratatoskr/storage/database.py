@@ -188,10 +188,14 @@ class Database:
     def _refuse_foreign_file(self, fresh: bool = False) -> None:
         """Serve only the file this store opened. A stat and a header read: before every
         write (a write must never land in a file moved aside), at most once per interval
-        for reads (the search path; a read in the window sees the data that was there)."""
+        for reads (the search path; a read in the window sees the data that was there).
+        A problem is never served from that cache: while one stands every call looks
+        again, so a worker answers again the moment the file is back, whichever worker
+        saw it last."""
         if self.identity is None:
             return
-        if fresh or time.monotonic() - self._file_checked_at >= FILE_CHECK_INTERVAL:
+        stale = time.monotonic() - self._file_checked_at >= FILE_CHECK_INTERVAL
+        if fresh or stale or self._file_problem is not None:
             self.file_problem()
         if self._file_problem is not None:
             raise Unavailable(f"store unavailable: {self._file_problem}")
