@@ -33,7 +33,7 @@ from ratatoskr.storage.idempotency import (
     create_table,
     idempotency_id,
 )
-from ratatoskr.storage.scope_sql import COLUMNS, scope_condition
+from ratatoskr.storage.scope_sql import COLUMNS, placeholders, scope_condition
 from ratatoskr.wire.context import CallContext
 from ratatoskr.wire.errors import EventConflict, RevisionMismatch, ScopeForbidden
 from ratatoskr.wire.scope import AXES, contains
@@ -74,10 +74,6 @@ def _schema_v1(conn: apsw.Connection) -> None:
 
 
 AFFECT_MIGRATIONS = [Migration(1, _schema_v1)]
-
-
-def _marks(n: int) -> str:
-    return ",".join("?" * n)
 
 
 def _scope_json(scope: dict[str, str]) -> str:
@@ -125,7 +121,7 @@ class RatatoskrAffectStore:
                 return {"written": len(ids), "replayed": True}
             rows = conn.execute(
                 "SELECT id, revision, scope_json FROM affect_states "
-                f"WHERE id IN ({_marks(len(ids))})",
+                f"WHERE id IN ({placeholders(len(ids))})",
                 ids,
             ).fetchall()
             existing = {i: (rev, orjson.loads(scope)) for i, rev, scope in rows}
@@ -170,7 +166,8 @@ class RatatoskrAffectStore:
         token_scope = ctx.scope if ctx else {}
         with self.db.write() as conn:
             rows = conn.execute(
-                f"SELECT id, scope_json FROM affect_states WHERE id IN ({_marks(len(wanted))})",
+                "SELECT id, scope_json FROM affect_states "
+                f"WHERE id IN ({placeholders(len(wanted))})",
                 wanted,
             ).fetchall()
             doomed = [(i,) for i, scope in rows if contains(orjson.loads(scope), token_scope)]
@@ -187,7 +184,7 @@ class RatatoskrAffectStore:
         with self.db.read() as conn:
             rows = conn.execute(
                 "SELECT id, revision, scope_json, record_json FROM affect_states "
-                f"WHERE id IN ({_marks(len(wanted))})",
+                f"WHERE id IN ({placeholders(len(wanted))})",
                 wanted,
             ).fetchall()
         by_id = {
@@ -246,7 +243,7 @@ class RatatoskrAffectStore:
                 return {"appended": self._replayed_count(conn, iid), "replayed": True}
             rows = conn.execute(
                 "SELECT id, scope_json, record_json FROM affect_events "
-                f"WHERE id IN ({_marks(len(ids))})",
+                f"WHERE id IN ({placeholders(len(ids))})",
                 ids,
             ).fetchall()
             stored = {i: (orjson.loads(scope), record) for i, scope, record in rows}

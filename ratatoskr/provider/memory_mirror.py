@@ -29,6 +29,7 @@ import numpy.typing as npt
 
 from ratatoskr.provider.cosine import F32, cosine_scores, rank
 from ratatoskr.provider.memory_ranking import I64, candidates, score_rows
+from ratatoskr.storage.scope_sql import placeholders
 from ratatoskr.wire.scope import AXES, Scope
 
 MIRROR_BYTES_ENV = "RATATOSKR_MEMORY_MIRROR_BYTES"
@@ -136,7 +137,7 @@ class VectorMirror:
             part = changed[start : start + _FETCH_BATCH]
             found = conn.execute(
                 "SELECT chunk_id, tenant, grp, end_user, agent_self, embedding "
-                f"FROM memory_chunks WHERE chunk_id IN ({','.join('?' * len(part))})",
+                f"FROM memory_chunks WHERE chunk_id IN ({placeholders(len(part))})",
                 part,
             ).fetchall()
             seen = set()

@@ -15,15 +15,11 @@ import numpy as np
 
 from ratatoskr.provider import memory_rules as rules
 from ratatoskr.provider.cosine import cosine_scores, rank
-from ratatoskr.storage.scope_sql import scope_condition
+from ratatoskr.storage.scope_sql import placeholders, scope_condition
 
 CANDIDATE_MARGIN = 8
 DISTANCE_EPSILON = 2e-4
 VEC_MAX_K = 4096
-
-
-def _placeholders(n: int) -> str:
-    return ",".join("?" * n)
 
 
 def rank_in_sql(conn: apsw.Connection, call: rules.SearchCall, dim: int) -> list[tuple[str, float]]:
@@ -33,7 +29,7 @@ def rank_in_sql(conn: apsw.Connection, call: rules.SearchCall, dim: int) -> list
         return []
     rows = conn.execute(
         "SELECT chunk_id, embedding FROM memory_chunks "
-        f"WHERE chunk_id IN ({_placeholders(len(found))})",
+        f"WHERE chunk_id IN ({placeholders(len(found))})",
         found,
     ).fetchall()
     matrix = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32)

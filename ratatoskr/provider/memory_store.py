@@ -41,7 +41,7 @@ from ratatoskr.storage.idempotency import (
     create_table,
     idempotency_id,
 )
-from ratatoskr.storage.scope_sql import COLUMNS, scope_condition
+from ratatoskr.storage.scope_sql import COLUMNS, placeholders, scope_condition
 from ratatoskr.wire.context import CallContext
 from ratatoskr.wire.errors import InvalidArguments, RevisionMismatch, ScopeForbidden
 from ratatoskr.wire.scope import AXES, contains
@@ -109,10 +109,6 @@ def _schema_v2(conn: apsw.Connection) -> None:
 
 def memory_migrations(dim: int) -> list[Migration]:
     return [Migration(1, _schema_v1(dim)), Migration(2, _schema_v2)]
-
-
-def _placeholders(n: int) -> str:
-    return ",".join("?" * n)
 
 
 def _record(
@@ -270,7 +266,7 @@ class RatatoskrMemoryStore:
         with self.db.read() as conn:
             rows = conn.execute(
                 "SELECT chunk_id, revision, scope_json, vector_key, embedding, vector_f64, "
-                f"record_json FROM memory_chunks WHERE chunk_id IN ({_placeholders(len(wanted))})",
+                f"record_json FROM memory_chunks WHERE chunk_id IN ({placeholders(len(wanted))})",
                 wanted,
             ).fetchall()
         by_id = {
@@ -361,7 +357,7 @@ class RatatoskrMemoryStore:
         vectors = "embedding, vector_f64" if include_embedding else "NULL, NULL"
         rows = conn.execute(
             f"SELECT chunk_id, revision, vector_key, {vectors}, record_json "
-            f"FROM memory_chunks WHERE chunk_id IN ({_placeholders(len(ranked))})",
+            f"FROM memory_chunks WHERE chunk_id IN ({placeholders(len(ranked))})",
             [cid for cid, _ in ranked],
         ).fetchall()
         by_id = {r[0]: r for r in rows}
@@ -395,7 +391,7 @@ class RatatoskrMemoryStore:
     ) -> dict[str, tuple[int, dict[str, str]]]:
         rows = conn.execute(
             "SELECT chunk_id, revision, scope_json FROM memory_chunks "
-            f"WHERE chunk_id IN ({_placeholders(len(ids))})",
+            f"WHERE chunk_id IN ({placeholders(len(ids))})",
             ids,
         ).fetchall()
         return {cid: (rev, orjson.loads(scope)) for cid, rev, scope in rows}

@@ -14,6 +14,11 @@ from ratatoskr.wire.scope import Scope
 COLUMNS = {"tenant": "tenant", "group": "grp", "end_user": "end_user", "agent_self": "agent_self"}
 
 
+def placeholders(n: int) -> str:
+    """``?,?,...`` for an ``IN (...)`` of ``n`` values."""
+    return ",".join("?" * n)
+
+
 def scope_condition(scope_all: Scope, scope_any: Sequence[Scope]) -> tuple[str, list[str]]:
     """The composed filter as SQL over the axis columns (``1`` when it admits everything)."""
     clauses: list[str] = []
