@@ -14,13 +14,22 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 RUN groupadd --system --gid 10001 ratatoskr \
     && useradd --system --uid 10001 --gid ratatoskr --home-dir /app --shell /usr/sbin/nologin ratatoskr
 
-WORKDIR /app
-COPY pyproject.toml README.md ./
-COPY ratatoskr ./ratatoskr
-COPY deploy ./deploy
-RUN pip install . \
+# Built from /src and installed into site-packages; /src is removed, so nothing in the
+# working directory shadows the installed package (with its C accelerator).
+COPY pyproject.toml setup.py README.md /src/
+COPY ratatoskr /src/ratatoskr
+# gcc only to build the C accelerator (ratatoskr/provider/_pack.c), then removed again
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends gcc libc6-dev \
+    && pip install /src \
+    && apt-get purge -y --auto-remove gcc libc6-dev \
+    && rm -rf /var/lib/apt/lists/* /src \
+    && python -c "from ratatoskr.provider.vector_pack import ACCELERATED; assert ACCELERATED" \
     && mkdir -p /data /tmp/ratatoskr-metrics \
     && chown ratatoskr:ratatoskr /data /tmp/ratatoskr-metrics
+
+WORKDIR /app
+COPY deploy ./deploy
 
 USER ratatoskr
 VOLUME ["/data"]

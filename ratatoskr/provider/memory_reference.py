@@ -68,7 +68,7 @@ class ReferenceMemoryStore:
         iid = idempotency_id("upsert_many", ctx.actor, call.idempotency_key)
         entry = self.idempotency.get(iid)
         if entry is not None and entry[1] > now:
-            if entry[0] != call.digest:
+            if not call.digest.matches(entry[0]):
                 raise IdempotencyConflict(
                     "idempotency_key was already used with a different payload"
                 )
@@ -92,7 +92,7 @@ class ReferenceMemoryStore:
                 chunk.scope,
                 self._revision(chunk.chunk_id) + 1,
             )
-        self.idempotency[iid] = (call.digest, now + CLASS_TTL_SECONDS[call.idempotency_class])
+        self.idempotency[iid] = (call.digest.value, now + CLASS_TTL_SECONDS[call.idempotency_class])
         return {"upserted": len(call.chunks), "replayed": False}
 
     def delete_many(self, ids: list[str], *, ctx: CallContext | None = None) -> dict[str, int]:

@@ -19,8 +19,10 @@ from ratatoskr.provider.record_ids import MAX_ID_CHARS as MAX_ID_CHARS
 from ratatoskr.provider.record_ids import MAX_IDS as MAX_IDS
 from ratatoskr.provider.record_ids import check_id as check_id
 from ratatoskr.provider.record_ids import check_ids as check_ids
+from ratatoskr.provider.upsert_digest import UpsertDigest, pinned_digest, vector_digest
+from ratatoskr.provider.vector_pack import ACCELERATED, Packer
 from ratatoskr.storage import idempotency
-from ratatoskr.wire.canonical import canonical_json, check_json_value, digest
+from ratatoskr.wire.canonical import canonical_json, check_json_value
 from ratatoskr.wire.errors import InvalidArguments
 from ratatoskr.wire.scope import (
     Scope,
@@ -48,7 +50,7 @@ CAPABILITIES: dict[str, Any] = {
 LIMITS = {"max_records": MAX_RECORDS, "max_ids": MAX_IDS, "max_top_k": MAX_TOP_K}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Chunk:
     """A record as the store reads it: the structural surface, the vector as float32 (what
     is ranked), the float64 bytes when float32 does not hold every value exactly (else
@@ -73,7 +75,7 @@ class UpsertCall:
     idempotency_key: str
     idempotency_class: str
     expected_revisions: dict[str, int] | None
-    digest: str
+    digest: UpsertDigest
 
 
 @dataclass(frozen=True)
@@ -159,39 +161,64 @@ def parse_chunk(
     )
 
 
-def check_vectors(records: list[Any], dim: int) -> list[tuple[F32, bytes | None]] | None:
+@dataclass(frozen=True)
+class CheckedVectors:
+    """A batch's vectors checked at once: per record its float32 vector and its float64
+    bytes when float32 does not hold it exactly; all the float64 bytes, and whether every
+    value was a JSON float (what the ``v2:`` digest needs)."""
+
+    rows: list[tuple[F32, bytes | None]]
+    keys: list[str]
+    wide: bytes
+    all_floats: bool
+
+
+def check_vectors(
+    records: list[Any], dim: int, pack: Packer | None = ACCELERATED
+) -> CheckedVectors | None:
     """Every record's vector checked in one pass, or ``None`` when any record or vector is
     not plainly valid: the caller then checks record by record, which names the first fault
     exactly as before.
 
-    ``array('d', ...)`` converts a vector at C speed and refuses anything but numbers, except
-    booleans (``True`` is an int). A boolean becomes exactly 0.0 or 1.0, so only the vectors
-    holding such a value are looked at element by element: a type check of every entry
-    costs as much as the conversion itself (~10 ms for 500 x 768)."""
-    vectors = []
+    The vectors are packed to float64 by the C accelerator when it is built and every value
+    is a float (``pack``: ~1 ms for 500 x 768), else by ``array('d', ...)``,
+    which converts at ~20 ns a value and refuses anything but numbers, except booleans and
+    integers, which it converts. Those become integral float64 values, so only the vectors
+    holding an integral value are looked at element by element: a type check of every
+    entry costs as much as the conversion itself."""
+    vectors: list[Any] = []
+    keys: list[str] = []
     for record in records:
         if not isinstance(record, dict):
             return None
         key = "embedding" if "embedding" in record else "vector"
-        value = record.get(key)
-        if type(value) is not list or len(value) != dim:
+        vectors.append(record.get(key))
+        keys.append(key)
+    converted = pack(vectors, dim) if pack is not None else None
+    all_floats = converted is not None
+    if converted is None:
+        if any(type(v) is not list or len(v) != dim for v in vectors):
             return None
-        vectors.append(value)
-    try:
-        converted = b"".join([array("d", vector).tobytes() for vector in vectors])
-    except (TypeError, OverflowError):
-        return None
+        try:
+            converted = b"".join([array("d", vector).tobytes() for vector in vectors])
+        except (TypeError, OverflowError):
+            return None
     wide = np.frombuffer(converted, dtype=np.float64).reshape(len(vectors), dim)
-    suspects = np.flatnonzero(((wide == 0.0) | (wide == 1.0)).any(axis=1)).tolist()
-    if any(bool in set(map(type, vectors[i])) for i in suspects):
-        return None
     if not bool((np.abs(wide).max(axis=1) < F32_ROUNDS_TO_INF).all()):
         return None
+    if not all_floats:
+        all_floats = True
+        for i in np.flatnonzero((np.rint(wide) == wide).any(axis=1)).tolist():
+            types = set(map(type, vectors[i]))
+            if bool in types:
+                return None
+            all_floats = all_floats and types == {float}
     narrow = wide.astype(np.float32)
     if not bool(narrow.any(axis=1).all()):
         return None
     inexact = (narrow.astype(np.float64) != wide).any(axis=1).tolist()
-    return [(narrow[i], wide[i].tobytes() if inexact[i] else None) for i in range(len(vectors))]
+    rows = [(narrow[i], wide[i].tobytes() if inexact[i] else None) for i in range(len(vectors))]
+    return CheckedVectors(rows, keys, converted, all_floats)
 
 
 def parse_upsert(
@@ -209,18 +236,21 @@ def parse_upsert(
     if checked is None:
         chunks = [parse_chunk(r, i, dim) for i, r in enumerate(records)]
     else:
-        chunks = [parse_chunk(r, i, dim, checked[i]) for i, r in enumerate(records)]
+        chunks = [parse_chunk(r, i, dim, checked.rows[i]) for i, r in enumerate(records)]
     ids = [c.chunk_id for c in chunks]
     if len(set(ids)) != len(ids):
         dupes = sorted({i for i in ids if ids.count(i) > 1})
         raise InvalidArguments(f"records name the same id twice: {', '.join(dupes[:10])}")
     expected = parse_expected(expected_revisions, set(ids))
-    # The pinned digest, made only once every record is valid: a hostile batch that fails
-    # validation never has its (up to 8 MB) canonical form built.
-    payload_digest = digest(
-        {"records": records, "expected_revisions": expected_revisions}, "records"
+    # The digest, made only once every record is valid: a hostile batch that fails
+    # validation is never hashed.
+    if checked is not None and checked.all_floats:
+        value = vector_digest(records, checked.keys, expected_revisions, checked.wide)
+    else:
+        value = pinned_digest(records, expected_revisions)
+    return UpsertCall(
+        chunks, key, klass, expected, UpsertDigest(value, records, expected_revisions)
     )
-    return UpsertCall(chunks, key, klass, expected, payload_digest)
 
 
 def parse_expected(value: Any, ids: set[str]) -> dict[str, int] | None:

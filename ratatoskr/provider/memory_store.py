@@ -177,7 +177,7 @@ class RatatoskrMemoryStore:
         iid = idempotency_id("upsert_many", ctx.actor, call.idempotency_key)
         with self.db.write() as conn:
             now = self.clock()
-            if _idem.is_replay(conn, iid, call.digest, now):
+            if _idem.is_replay(conn, iid, call.digest.value, now, call.digest.matches):
                 return {"upserted": len(ids), "replayed": True}
             existing = self._revisions_and_scopes(conn, ids)
             for chunk_id, (_, scope) in existing.items():
@@ -203,7 +203,7 @@ class RatatoskrMemoryStore:
                        updated_at = excluded.updated_at, embedding = excluded.embedding,
                        vector_key = excluded.vector_key, vector_f64 = excluded.vector_f64,
                        record_json = excluded.record_json""",
-                [
+                (
                     (
                         c.chunk_id,
                         existing.get(c.chunk_id, (0, {}))[0] + 1,
@@ -217,10 +217,10 @@ class RatatoskrMemoryStore:
                         c.rest_json.decode(),
                     )
                     for c in call.chunks
-                ],
+                ),
             )
             conn.executemany(
-                "INSERT INTO memory_changes (chunk_id) VALUES (?)", [(cid,) for cid in ids]
+                "INSERT INTO memory_changes (chunk_id) VALUES (?)", ((cid,) for cid in ids)
             )
             # vec0 has no working INSERT OR REPLACE before 0.1.10. A rewrite is an UPDATE in
             # place: a delete then insert leaves a hole in one of vec0's 1,024-slot chunks and
@@ -228,18 +228,18 @@ class RatatoskrMemoryStore:
             # store that only rewrites its chunks would grow its file without end.
             conn.executemany(
                 "UPDATE memory_vec SET embedding = ? WHERE chunk_id = ?",
-                [(c.vector.tobytes(), c.chunk_id) for c in call.chunks if c.chunk_id in existing],
+                ((c.vector.tobytes(), c.chunk_id) for c in call.chunks if c.chunk_id in existing),
             )
             conn.executemany(
                 "INSERT INTO memory_vec (chunk_id, embedding) VALUES (?, ?)",
-                [
+                (
                     (c.chunk_id, c.vector.tobytes())
                     for c in call.chunks
                     if c.chunk_id not in existing
-                ],
+                ),
             )
             ttl = CLASS_TTL_SECONDS[call.idempotency_class]
-            _idem.remember(conn, iid, call.digest, ids, now + ttl)
+            _idem.remember(conn, iid, call.digest.value, ids, now + ttl)
             self._prune_changes(conn)
         return {"upserted": len(ids), "replayed": False}
 

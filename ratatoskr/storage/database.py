@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 import apsw
 import sqlite_vec
 
+from ratatoskr.storage.checkpointer import Checkpointer
 from ratatoskr.storage.filecheck import FileIdentity
 from ratatoskr.wire.errors import Unavailable
 
@@ -62,6 +63,8 @@ class DatabaseSettings:
     # a cap on each file's size (``PRAGMA max_page_count``): past it a write fails as on a
     # full disk, with room left on the disk for the WAL, the logs and the operator
     max_db_bytes: int | None = None
+    # WAL checkpoints on a thread of their own (``checkpointer.py``), not inside a commit
+    background_checkpoint: bool = True
 
     def __post_init__(self) -> None:
         mode = self.synchronous.upper()
@@ -130,6 +133,9 @@ class Database:
         self.last_write_failure: WriteFailure | None = None
         self._file_problem: str | None = None
         self._file_checked_at = time.monotonic()
+        self.checkpointer: Checkpointer | None = None
+        if not self.in_memory and self.settings.background_checkpoint:
+            self.checkpointer = Checkpointer(lambda: self._connect(create=False, register=False))
         first = self._connect()
         self.identity = None if self.in_memory else FileIdentity.of(path)
         self._shared = first if self.in_memory else None
@@ -139,8 +145,8 @@ class Database:
 
     # -- connections -------------------------------------------------------------------
 
-    def _connect(self) -> apsw.Connection:
-        flags = apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE
+    def _connect(self, create: bool = True, register: bool = True) -> apsw.Connection:
+        flags = apsw.SQLITE_OPEN_READWRITE | (apsw.SQLITE_OPEN_CREATE if create else 0)
         conn = apsw.Connection(self.path or ":memory:", flags=flags)
         conn.set_busy_timeout(self.settings.busy_timeout_ms)
         conn.enable_load_extension(True)
@@ -159,6 +165,10 @@ class Database:
         conn.execute(f"PRAGMA cache_size=-{int(s.cache_kib)}")
         conn.execute("PRAGMA foreign_keys=ON")
         conn.execute("PRAGMA secure_delete=ON")
+        if not register:
+            return conn
+        if self.checkpointer is not None:
+            conn.set_wal_hook(self.checkpointer.on_commit)
         with self._registry_lock:
             self._all.append(conn)
         return conn
@@ -297,6 +307,8 @@ class Database:
 
     def close(self) -> None:
         self._closed = True
+        if self.checkpointer is not None:
+            self.checkpointer.stop()
         with self._registry_lock:
             conns, self._all = self._all, []
         for conn in conns:

@@ -7,6 +7,7 @@ drop the entries whose payload held erased records.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import apsw
@@ -61,15 +62,26 @@ class IdempotencyTable:
     def __init__(self, table: str) -> None:
         self.table = table
 
-    def is_replay(self, conn: apsw.Connection, iid: str, digest: str, now: float) -> bool:
-        """True for a replay; ``IdempotencyConflict`` for a reused key; False when new."""
+    def is_replay(
+        self,
+        conn: apsw.Connection,
+        iid: str,
+        digest: str,
+        now: float,
+        matches: Callable[[str], bool] | None = None,
+    ) -> bool:
+        """True for a replay; ``IdempotencyConflict`` for a reused key; False when new.
+
+        ``matches`` judges a stored digest that differs from ``digest`` as text (one the
+        call computes in another form: see ``upsert_digest``)."""
         rows = conn.execute(
             f"SELECT digest FROM {self.table} WHERE idempotency_id = ? AND expires_at > ?",
             (iid, now),
         ).fetchall()
         if not rows:
             return False
-        if rows[0][0] != digest:
+        stored = rows[0][0]
+        if stored != digest and (matches is None or not matches(stored)):
             raise IdempotencyConflict("idempotency_key was already used with a different payload")
         return True
 
