@@ -69,8 +69,8 @@ record = st.one_of(
 def comparable(checked: rules.CheckedVectors | None) -> Any:
     if checked is None:
         return None
-    rows = [(v.tobytes(), exact) for v, exact in checked.rows]
-    return rows, checked.keys, checked.wide, checked.all_floats
+    narrow = checked.narrow.tobytes(), checked.narrow.shape
+    return narrow, checked.exact, checked.keys, checked.wide, checked.all_floats
 
 
 @given(st.lists(record, min_size=1, max_size=4))
@@ -86,9 +86,8 @@ def test_plain_floats_pack_exactly(pack: Any) -> None:
     checked = rules.check_vectors(records, DIM, pack)
     assert checked is not None and checked.all_floats
     assert np.frombuffer(checked.wide).tolist() == records[0]["embedding"]
-    narrow, exact = checked.rows[0]
-    assert exact is not None  # 0.1 is not a float32: the float64 bytes are kept
-    assert narrow.dtype == np.float32
+    assert checked.exact[0] is not None  # 0.1 is not a float32: the float64 bytes are kept
+    assert checked.narrow.dtype == np.float32
 
 
 @pytest.mark.parametrize("pack", [ACCELERATED, None], ids=["c", "python"])
