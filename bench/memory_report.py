@@ -198,10 +198,12 @@ def mirror_memory(store: RatatoskrMemoryStore) -> tuple[int, int, int]:
         + mirror.inv_norms.nbytes
         + mirror.codes.nbytes
         + mirror.alive.nbytes
+        + mirror.norms.nbytes
+        + mirror.wide.nbytes
         + sum(a.nbytes for a in mirror._by_code + mirror._sorted_codes)
     )
     live = mirror.n - mirror.dead
-    return live, arrays, live * mirror.bytes_per_row
+    return live, arrays, mirror.used_bytes()
 
 
 def rss_bytes() -> int:
@@ -224,11 +226,12 @@ def memory_lines(cfg: argparse.Namespace) -> list[str]:
         "",
         f"Each worker's mirror of {live:,} chunks at dimension {cfg.dim}: numpy arrays "
         f"{arrays / 1e6:,.0f} MB ({arrays / live:,.0f} B per chunk: the float32 vector, its "
-        "inverse norm, four int32 axis codes, an alive flag, per axis the rows in code order "
-        "and their codes, plus growth headroom when rows were appended), "
-        f"{estimate / live:,.0f} B per chunk as the budget counts it (adding ~160 B of Python "
-        "bookkeeping per id). The process's anonymous resident memory (`RssAnon`, which "
-        "leaves out the memory-mapped database pages the load reads) grew by "
+        "inverse norm and float64 norm, four int32 axis codes, two flags, per axis the rows "
+        "in code order and their codes, plus growth headroom when rows were appended), "
+        f"{estimate / live:,.0f} B per chunk as the budget counts it (adding ~240 B of Python "
+        "bookkeeping per id and the record JSON the mirror holds). The process's anonymous "
+        "resident memory (`RssAnon`, which leaves out the memory-mapped database pages the "
+        "load reads) grew by "
         f"{cfg.mirror_rss / 1e6:,.0f} MB ({cfg.mirror_rss / live:,.0f} B per chunk) when the "
         f"first search loaded the mirror, which took {cfg.mirror_load_s:,.2f} s. "
         "`RATATOSKR_MEMORY_MIRROR_BYTES` caps it (default 4 GiB; `0` = SQL search only).",

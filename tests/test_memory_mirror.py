@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ratatoskr.provider import memory_store
+from ratatoskr.provider import memory_mirror, memory_store
 from ratatoskr.provider.memory_store import RatatoskrMemoryStore, open_memory_store
 from tests.memory_helpers import CTX, DIM, chunk, vec
 
@@ -103,7 +103,9 @@ def test_a_mirror_behind_the_pruned_log_reloads(tmp_path: Path, monkeypatch: obj
 
 def test_over_budget_falls_back_to_sql_and_back(tmp_path: Path) -> None:
     path = str(tmp_path / "m.db")
-    per_row = DIM * 4 + 4 + 16 + 1 + 160
+    # the budget counts each row's arrays and Python bookkeeping, plus the record JSON it
+    # holds (under 64 characters for these records)
+    per_row = memory_mirror.bytes_per_row(DIM) + 64
     store = open_memory_store(path, embedding_dim=DIM, mirror_bytes=per_row * 5)
     sql_only = open_memory_store(path, embedding_dim=DIM, mirror_bytes=0)
     rng = np.random.default_rng(7)

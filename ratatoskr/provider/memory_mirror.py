@@ -15,30 +15,70 @@ its scope is unchanged and otherwise append to an unsorted tail; when the tail o
 rows grow past a share of the mirror, it reloads (sorted again). Each axis also keeps the
 grouped rows ordered by its value (built at load), so the rows of one value are found by a
 binary search, not by scanning the mirror.
+
+The mirror also holds what a hit returns besides its vector: the revision, the vector's key,
+whether a float64 copy of the vector is stored, and the record's JSON when it is short
+(``RECORD_INLINE``). A search whose hits it holds whole reads nothing from SQLite.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import threading
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import apsw
 import numpy as np
 import numpy.typing as npt
 
-from ratatoskr.provider.cosine import F32, cosine_scores, rank
+from ratatoskr.provider.cosine import F32, F64, cosine_scores, row_norms
 from ratatoskr.provider.memory_ranking import I64, candidates, score_rows
 from ratatoskr.storage.scope_sql import placeholders
 from ratatoskr.wire.scope import AXES, Scope
 
 MIRROR_BYTES_ENV = "RATATOSKR_MEMORY_MIRROR_BYTES"
 DEFAULT_MIRROR_BYTES = 4 << 30
-# The id string, its dict entry and list slot (~160 B), and per axis the rows ordered by
-# that axis's code and the codes in that order (two int32 per axis per row).
-PYTHON_BYTES_PER_ROW = 160 + 8 * len(AXES)
+# The id string, its dict entry and list slot (~160 B), per axis the rows ordered by that
+# axis's code and the codes in that order (two int32 per axis per row), the list slots of
+# the revision, the vector key and the record, and the record string's header (~80 B).
+PYTHON_BYTES_PER_ROW = 160 + 8 * len(AXES) + 80
+# A record's JSON (everything but the vector) up to this many characters is held, so a hit
+# is built without reading SQLite; a longer one is read from the file when it is a hit.
+RECORD_INLINE = 1024
 _FETCH_BATCH = 500
-_SCAN = "SELECT chunk_id, tenant, grp, end_user, agent_self FROM memory_chunks ORDER BY rowid"
+_PAYLOAD = "revision, vector_key, vector_f64 IS NOT NULL, record_json"
+_SCAN = (
+    f"SELECT chunk_id, tenant, grp, end_user, agent_self, {_PAYLOAD} "
+    "FROM memory_chunks ORDER BY rowid"
+)
+Payload = tuple[int, str, int, str]  # revision, vector key, float64 stored, record JSON
+
+
+@dataclass(frozen=True, slots=True)
+class Gathered:
+    """What the mirror holds of a search's hits, copied under its lock: per hit (in
+    ``ranked`` order) the revision, the vector key, the record JSON (``None``: not held)
+    and whether the vector sent was float64 (then its exact values are only in the file);
+    ``vectors`` are the hits' float32 rows when the embedding is wanted."""
+
+    ranked: list[tuple[str, float]]
+    revisions: list[int]
+    keys: list[str]
+    records: list[str | None]
+    wide: list[bool]
+    vectors: F32 | None
+
+    def unheld(self) -> list[str]:
+        """The hits to read from SQLite: a record not held, or an embedding stored in
+        float64 (the mirror has only its float32 rounding)."""
+        with_vector = self.vectors is not None
+        return [
+            cid
+            for (cid, _), record, wide in zip(self.ranked, self.records, self.wide, strict=True)
+            if record is None or (with_vector and wide)
+        ]
 
 
 def mirror_budget_from_env() -> int:
@@ -54,9 +94,10 @@ def mirror_budget_from_env() -> int:
 
 
 def bytes_per_row(dim: int) -> int:
-    """What one chunk costs the mirror: the float32 vector, its inverse norm, four axis
-    codes, the alive flag and the Python-side id bookkeeping."""
-    return dim * 4 + 4 + 4 * len(AXES) + 1 + PYTHON_BYTES_PER_ROW
+    """What one chunk costs the mirror: the float32 vector, its inverse norm (float32) and
+    float64 norm, four axis codes, the alive and float64-sent flags and the Python-side
+    bookkeeping (the record JSON held is counted apart)."""
+    return dim * 4 + 4 + 8 + 4 * len(AXES) + 2 + PYTHON_BYTES_PER_ROW
 
 
 class VectorMirror:
@@ -70,6 +111,8 @@ class VectorMirror:
         self.over_budget = False
         self.reloads = 0
         self.loading = False  # read without the lock: searches go to SQL while it is True
+        self.generation = 0  # bumped before every change to the rows: a search's proof of
+        # currency (``memory_hits.CurrentMark``) holds only while it stays the same
         self._reset(0)
 
     @property
@@ -81,11 +124,17 @@ class VectorMirror:
         self.sorted_n = 0  # rows below this are grouped by scope; the rest is the tail
         self.matrix: F32 = np.zeros((capacity, self.dim), dtype=np.float32)
         self.inv_norms: F32 = np.zeros(capacity, dtype=np.float32)
+        self.norms: F64 = np.zeros(capacity, dtype=np.float64)  # ``cosine.row_norms``
         self.codes = np.zeros((len(AXES), capacity), dtype=np.int32)
         self.alive = np.zeros(capacity, dtype=bool)
         self.dead = 0
         self.ids: list[str] = []
         self.rows: dict[str, int] = {}
+        self.revisions: list[int] = []
+        self.keys: list[str] = []
+        self.records: list[str | None] = []
+        self.wide = np.zeros(capacity, dtype=bool)
+        self.record_bytes = 0  # characters of the records held
         self.values: list[dict[str, int]] = [{} for _ in AXES]
         # Per axis, the grouped rows ordered by that axis's code (a stable argsort, so rows
         # stay ascending within a code) and the codes in that order: a value's rows are one
@@ -116,7 +165,7 @@ class VectorMirror:
             if head - self.seq > limit:
                 return False
             self._apply(conn, head)
-            if (self.n - self.dead) * self.bytes_per_row > self.max_bytes:
+            if self.used_bytes() > self.max_bytes:
                 return False if cheap_only else self._reload(conn, head)
         if self.over_budget:
             return False
@@ -125,8 +174,13 @@ class VectorMirror:
             return False if cheap_only else self._reload(conn, head)
         return True
 
+    def used_bytes(self) -> int:
+        """What the live rows cost, as the budget counts it."""
+        return (self.n - self.dead) * self.bytes_per_row + self.record_bytes
+
     def _apply(self, conn: apsw.Connection, head: int) -> None:
         """Apply the logged changes after ``self.seq`` up to ``head``."""
+        self.generation += 1
         changed = [
             r[0]
             for r in conn.execute(
@@ -136,13 +190,14 @@ class VectorMirror:
         for start in range(0, len(changed), _FETCH_BATCH):
             part = changed[start : start + _FETCH_BATCH]
             found = conn.execute(
-                "SELECT chunk_id, tenant, grp, end_user, agent_self, embedding "
+                f"SELECT chunk_id, tenant, grp, end_user, agent_self, embedding, {_PAYLOAD} "
                 f"FROM memory_chunks WHERE chunk_id IN ({placeholders(len(part))})",
                 part,
             ).fetchall()
             seen = set()
-            for chunk_id, tenant, grp, end_user, agent_self, blob in found:
-                self._put(chunk_id, (tenant, grp, end_user, agent_self), blob)
+            for chunk_id, tenant, grp, end_user, agent_self, blob, *held in found:
+                payload: Payload = (held[0], held[1], held[2], held[3])
+                self._put(chunk_id, (tenant, grp, end_user, agent_self), blob, payload)
                 seen.add(chunk_id)
             for chunk_id in part:
                 if chunk_id not in seen:
@@ -162,6 +217,7 @@ class VectorMirror:
     def _load(self, conn: apsw.Connection, head: int) -> bool:
         self.seq = -1  # a failure part-way leaves a mirror that reloads on the next search
         self.reloads += 1
+        self.generation += 1
         count = int(conn.execute("SELECT count(*) FROM memory_chunks").fetchall()[0][0])
         if count * self.bytes_per_row > self.max_bytes:
             self.over_budget = True
@@ -172,18 +228,33 @@ class VectorMirror:
         self._reset(0)  # drop the old arrays before the new ones are made
         self._reset(max(count, 16))
         ids: list[str] = []
+        payloads: list[Payload] = []
         codes = self.codes
-        for i, (chunk_id, *axes) in enumerate(conn.execute(_SCAN)):
+        for i, (chunk_id, *axes, revision, key, wide, record) in enumerate(conn.execute(_SCAN)):
             ids.append(chunk_id)
+            payloads.append((revision, key, wide, record))
             for axis_index, value in enumerate(axes):
                 codes[axis_index, i] = self._code(axis_index, value)
         count = len(ids)
+        self.record_bytes = sum(len(p[3]) for p in payloads if len(p[3]) <= RECORD_INLINE)
+        if count * self.bytes_per_row + self.record_bytes > self.max_bytes:
+            self.over_budget = True
+            self._reset(0)
+            self.seq = head
+            return False
         order = np.lexsort(codes[::-1, :count])  # tenant first, then group, end_user, agent
         place = np.empty(count, dtype=np.int64)
         place[order] = np.arange(count)
         self.codes[:, :count] = codes[:, order]
-        self.ids = [ids[i] for i in order.tolist()]
+        ordered = order.tolist()
+        self.ids = [ids[i] for i in ordered]
         self.rows = {cid: i for i, cid in enumerate(self.ids)}
+        payloads = [payloads[i] for i in ordered]
+        self.revisions = [p[0] for p in payloads]
+        self.keys = [p[1] for p in payloads]
+        self.wide[:count] = [bool(p[2]) for p in payloads]
+        self.records = [p[3] if len(p[3]) <= RECORD_INLINE else None for p in payloads]
+        del payloads
         matrix = self.matrix
         at = place.tolist()
         for i, (blob,) in enumerate(
@@ -193,6 +264,7 @@ class VectorMirror:
         for lo in range(0, count, 4096):
             block = matrix[lo : min(count, lo + 4096)].astype(np.float64)
             self.inv_norms[lo : lo + len(block)] = 1.0 / np.sqrt((block * block).sum(axis=1))
+            self.norms[lo : lo + len(block)] = row_norms(matrix[lo : lo + len(block)])
         self.alive[:count] = True
         self.n = self.sorted_n = count
         for axis_index in range(len(AXES)):
@@ -202,7 +274,9 @@ class VectorMirror:
         self.seq = head
         return True
 
-    def _put(self, chunk_id: str, axes: tuple[str | None, ...], blob: bytes) -> None:
+    def _put(
+        self, chunk_id: str, axes: tuple[str | None, ...], blob: bytes, payload: Payload
+    ) -> None:
         codes = [self._code(axis_index, value) for axis_index, value in enumerate(axes)]
         row = self.rows.get(chunk_id)
         if row is not None and self.codes[:, row].tolist() != codes:
@@ -217,12 +291,17 @@ class VectorMirror:
             self.n += 1
             self.rows[chunk_id] = row
             self.ids.append(chunk_id)
+            self.revisions.append(0)
+            self.keys.append("")
+            self.records.append(None)
             self.codes[:, row] = codes
             self.alive[row] = True
+        self._hold(row, payload)
         vector = np.frombuffer(blob, dtype=np.float32)
         self.matrix[row] = vector
         wide = vector.astype(np.float64)
         self.inv_norms[row] = 1.0 / float(np.sqrt(np.dot(wide, wide)))
+        self.norms[row] = row_norms(vector[None, :])[0]
 
     def _code(self, axis_index: int, value: str | None) -> int:
         if value is None:
@@ -233,22 +312,44 @@ class VectorMirror:
             code = table[value] = len(table) + 1
         return code
 
+    def _hold(self, row: int, payload: Payload) -> None:
+        """Keep what a hit on ``row`` returns besides the vector (the record if short)."""
+        revision, key, wide, record = payload
+        self._drop_record(row)
+        self.revisions[row] = revision
+        self.keys[row] = key
+        self.wide[row] = bool(wide)
+        if len(record) <= RECORD_INLINE:
+            self.records[row] = record
+            self.record_bytes += len(record)
+
+    def _drop_record(self, row: int) -> None:
+        old = self.records[row]
+        if old is not None:
+            self.record_bytes -= len(old)
+            self.records[row] = None
+
     def _kill(self, chunk_id: str) -> None:
         row = self.rows.pop(chunk_id, None)
         if row is not None:
             self.alive[row] = False
             self.codes[:, row] = 0
             self.dead += 1
+            self._drop_record(row)
 
     def _grow(self, capacity: int) -> None:
         self.matrix = np.resize(self.matrix, (capacity, self.dim))
         self.inv_norms = np.resize(self.inv_norms, capacity)
+        self.norms = np.resize(self.norms, capacity)
         codes = np.zeros((len(AXES), capacity), dtype=np.int32)
         codes[:, : self.n] = self.codes[:, : self.n]
         self.codes = codes
         alive = np.zeros(capacity, dtype=bool)
         alive[: self.n] = self.alive[: self.n]
         self.alive = alive
+        wide = np.zeros(capacity, dtype=bool)
+        wide[: self.n] = self.wide[: self.n]
+        self.wide = wide
 
     # -- search ------------------------------------------------------------------------
 
@@ -278,6 +379,9 @@ class VectorMirror:
     def _conjunction(self, scope: Scope) -> I64:
         """Rows holding every pair of ``scope`` (non-empty): the rarest pair's rows, kept
         where the other pairs' codes match."""
+        if len(scope) == 1:
+            ((axis, value),) = scope.items()
+            return self._posting(AXES.index(axis), value)
         pairs = [(AXES.index(axis), value) for axis, value in scope.items()]
         postings = [self._posting(a, v) for a, v in pairs]
         best = min(range(len(pairs)), key=lambda i: len(postings[i]))
@@ -333,7 +437,28 @@ class VectorMirror:
 
     def rank_rows(self, rows: I64 | None, query: F32, top_k: int) -> list[tuple[str, float]]:
         """The exact top_k among ``rows`` (``admitted``'s answer)."""
-        unit: F32 = query * np.float32(1.0 / np.sqrt(float(query @ query)))
+        return self._top(rows, query, top_k)[0]
+
+    def search(self, rows: I64 | None, query: F32, top_k: int, with_vectors: bool) -> Gathered:
+        """``rank_rows``, and what the mirror holds of those hits, copied (call under the
+        lock), so the hits are built after it is released."""
+        ranked, hit_rows = self._top(rows, query, top_k)
+        at = np.array(hit_rows, dtype=np.int64)
+        revisions, keys, records = self.revisions, self.keys, self.records
+        return Gathered(
+            ranked,
+            [revisions[r] for r in hit_rows],
+            [keys[r] for r in hit_rows],
+            [records[r] for r in hit_rows],
+            self.wide[at].tolist(),
+            self.matrix[at] if with_vectors else None,
+        )
+
+    def _top(
+        self, rows: I64 | None, query: F32, top_k: int
+    ) -> tuple[list[tuple[str, float]], list[int]]:
+        """The exact top_k among ``rows`` as (id, score), and their rows."""
+        unit: F32 = query * np.float32(1.0 / math.sqrt(float(query @ query)))
         if rows is None:
             scores: F32 = self.matrix[: self.n] @ unit
             scores *= self.inv_norms[: self.n]
@@ -342,7 +467,12 @@ class VectorMirror:
             picked = candidates(scores, top_k)
         else:
             if len(rows) == 0:
-                return []
+                return [], []
             picked = rows[candidates(score_rows(self.matrix, self.inv_norms, rows, unit), top_k)]
-        exact = cosine_scores(self.matrix[picked], query)
-        return rank([self.ids[int(r)] for r in picked], exact, top_k)
+        exact = cosine_scores(self.matrix[picked], query, self.norms[picked])
+        ids = self.ids
+        at = picked.tolist()
+        # (score desc, id asc) as ``cosine.rank`` orders; ids are unique, so the rows
+        # riding along never decide the order
+        ordered = sorted(zip((-exact).tolist(), [ids[r] for r in at], at, strict=True))[:top_k]
+        return [(cid, -negated) for negated, cid, _ in ordered], [r for _, _, r in ordered]

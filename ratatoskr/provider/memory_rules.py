@@ -272,6 +272,17 @@ def parse_expected(value: Any, ids: set[str]) -> dict[str, int] | None:
     return dict(value)
 
 
+def check_query(vector: Any, dim: int) -> F32:
+    """The search vector as float32, checked as ``check_vector`` checks it. A list of exact
+    floats (what a JSON body holds) is packed by the C accelerator in ~1 µs, where the type
+    check and numpy's conversion of a 768-number list take ~40 µs, a tenth of a small
+    search; anything else, or no accelerator, goes through ``check_vector``."""
+    packed = ACCELERATED([vector], dim) if ACCELERATED is not None else None
+    if packed is None:
+        return check_vector(vector, dim, "vector")[0]
+    return _narrow(np.frombuffer(packed, dtype=np.float64), "vector")
+
+
 def parse_search(
     vector: Any,
     top_k: Any,
@@ -282,7 +293,7 @@ def parse_search(
     fidelity_target: Any,
     dim: int,
 ) -> SearchCall:
-    query, _ = check_vector(vector, dim, "vector")
+    query = check_query(vector, dim)
     if isinstance(top_k, bool) or not isinstance(top_k, int) or not 1 <= top_k <= MAX_TOP_K:
         raise InvalidArguments(f"top_k must be an integer in 1..{MAX_TOP_K}")
     if metadata_filter not in (None, {}):

@@ -27,11 +27,17 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import apsw
-import numpy as np
 import orjson
 
 from ratatoskr.provider import memory_rules as rules
-from ratatoskr.provider.memory_mirror import VectorMirror, mirror_budget_from_env
+from ratatoskr.provider.memory_hits import (
+    CurrentMark,
+    fetch_rows,
+    mirror_hits,
+    sql_hits,
+    stored_record,
+)
+from ratatoskr.provider.memory_mirror import Gathered, VectorMirror, mirror_budget_from_env
 from ratatoskr.provider.memory_sql_search import rank_in_sql
 from ratatoskr.storage.database import Database, DatabaseSettings, Migration, SchemaError
 from ratatoskr.storage.health import check_health
@@ -111,19 +117,6 @@ def memory_migrations(dim: int) -> list[Migration]:
     return [Migration(1, _schema_v1(dim)), Migration(2, _schema_v2)]
 
 
-def _record(
-    vector_key: str, blob: bytes, vector_f64: bytes | None, record_json: str, with_vector: bool
-) -> Any:
-    """Reassemble a stored record: its JSON plus its vector, as sent (float64 when the
-    values were not float32-exact, else the float32 blob widened, which is the same)."""
-    record = orjson.loads(record_json)
-    if with_vector:
-        exact = vector_f64 if vector_f64 is not None else blob
-        dtype = np.float64 if vector_f64 is not None else np.float32
-        record[vector_key] = np.frombuffer(exact, dtype=dtype).tolist()
-    return record
-
-
 class RatatoskrMemoryStore:
     """The memory plane over one SQLite file. Safe to call from many threads."""
 
@@ -140,6 +133,7 @@ class RatatoskrMemoryStore:
         self.clock = clock
         budget = mirror_budget_from_env() if mirror_bytes is None else mirror_bytes
         self.mirror = VectorMirror(embedding_dim, budget) if budget > 0 else None
+        self._mark = CurrentMark()
 
     # -- descriptor and health -----------------------------------------------------------
 
@@ -270,7 +264,7 @@ class RatatoskrMemoryStore:
                 wanted,
             ).fetchall()
         by_id = {
-            row[0]: rules.with_revision(_record(row[3], row[4], row[5], row[6], True), row[1])
+            row[0]: rules.with_revision(stored_record(row[3], row[4], row[5], row[6], True), row[1])
             for row in rows
             if contains(orjson.loads(row[2]), token_scope)
         }
@@ -304,20 +298,26 @@ class RatatoskrMemoryStore:
 
     def search_parsed(self, call: rules.SearchCall) -> list[dict[str, Any]]:
         """The read half of ``search``: ``call`` is validated and already confined."""
+        hits = self._search_current(call, quick=False)
+        if hits is not None:
+            return hits
         with self.db.read() as conn:
-            ranked = self._rank_on_mirror(conn, call)
-            if ranked is None:
+            gathered = self._rank_on_mirror(conn, call)
+            if gathered is None:
                 ranked = rank_in_sql(conn, call, self.embedding_dim)
-            return self._hits(conn, ranked, call.include_embedding)
+                return sql_hits(conn, ranked, call.include_embedding)
+            return self._mirror_hits(conn, gathered, call.include_embedding)
 
     def search_quick(self, call: rules.SearchCall) -> list[dict[str, Any]] | None:
         """``search_parsed`` when it is cheap for sure, else ``None`` with nothing done.
 
         Cheap means: the mirror serves it, is free, at most ``QUICK_CHANGES`` changes
         behind, the filter admits at most ``QUICK_FLOATS / dim`` rows and the answer is
-        small (``_quick_enough``). The wire runs
-        this on its event loop, which saves the threadpool hand-off (about a third of a
-        small scoped search's cost); anything else goes to the threadpool."""
+        small (``_quick_enough``). The wire runs this on its event loop, which saves the
+        threadpool hand-off (about a third of a small scoped search's cost)."""
+        hits = self._search_current(call, quick=True)
+        if hits is not None:
+            return hits
         mirror = self.mirror
         if mirror is None or mirror.loading:
             return None
@@ -327,14 +327,51 @@ class RatatoskrMemoryStore:
             try:
                 if not mirror.sync(conn, max_changes=QUICK_CHANGES):
                     return None
+                self._mark.note(conn, mirror.generation)
                 rows = mirror.admitted(call.scope_all, call.scope_any)
-                count = mirror.admitted_count(rows)
-                if not self._quick_enough(count, call):
+                if not self._quick_enough(mirror.admitted_count(rows), call):
                     return None
-                ranked = mirror.rank_rows(rows, call.vector, call.top_k)
+                gathered = mirror.search(rows, call.vector, call.top_k, call.include_embedding)
             finally:
                 mirror.lock.release()
-            return self._hits(conn, ranked, call.include_embedding)
+            return self._mirror_hits(conn, gathered, call.include_embedding)
+
+    def _search_current(self, call: rules.SearchCall, quick: bool) -> list[dict[str, Any]] | None:
+        """The search answered from the mirror alone when it is provably current with the
+        file (``memory_hits.CurrentMark``), without a read transaction; ``None`` when that
+        cannot be shown (or, ``quick``, the work is not small), with nothing returned."""
+        mirror = self.mirror
+        if mirror is None or mirror.loading or self.db.in_memory:
+            return None
+        conn = self.db.connection()
+        try:
+            current = self._mark.check(conn)
+        except apsw.Error:
+            return None  # the full path reports it
+        if current is None:
+            return None
+        version, generation = current
+        if not mirror.lock.acquire(blocking=not quick):
+            return None
+        try:
+            if mirror.generation != generation:
+                return None
+            rows = mirror.admitted(call.scope_all, call.scope_any)
+            if quick and not self._quick_enough(mirror.admitted_count(rows), call):
+                return None
+            gathered = mirror.search(rows, call.vector, call.top_k, call.include_embedding)
+        finally:
+            mirror.lock.release()
+        unheld = gathered.unheld()
+        if not unheld:
+            return mirror_hits(gathered, call.include_embedding, {})
+        try:
+            fetched = fetch_rows(conn, unheld, call.include_embedding)  # its own snapshot
+        except apsw.Error:
+            return None
+        if conn.data_version() != version or len(fetched) != len(unheld):
+            return None  # the file changed since the check: not the mirror's snapshot
+        return mirror_hits(gathered, call.include_embedding, fetched)
 
     def _quick_enough(self, admitted: int, call: rules.SearchCall) -> bool:
         """Whether ranking ``admitted`` rows and building the hits stays small: the rows to
@@ -348,43 +385,27 @@ class RatatoskrMemoryStore:
             and embedding_floats <= QUICK_HIT_FLOATS
         )
 
-    def _hits(
-        self, conn: apsw.Connection, ranked: list[tuple[str, float]], include_embedding: bool
+    @staticmethod
+    def _mirror_hits(
+        conn: apsw.Connection, gathered: Gathered, include_embedding: bool
     ) -> list[dict[str, Any]]:
-        """The search results of ``ranked`` (id, score), read in the search's snapshot."""
-        if not ranked:
-            return []
-        vectors = "embedding, vector_f64" if include_embedding else "NULL, NULL"
-        rows = conn.execute(
-            f"SELECT chunk_id, revision, vector_key, {vectors}, record_json "
-            f"FROM memory_chunks WHERE chunk_id IN ({placeholders(len(ranked))})",
-            [cid for cid, _ in ranked],
-        ).fetchall()
-        by_id = {r[0]: r for r in rows}
-        return [
-            rules.search_hit(
-                _record(
-                    by_id[cid][2], by_id[cid][3], by_id[cid][4], by_id[cid][5], include_embedding
-                ),
-                cid,
-                score,
-                by_id[cid][1],
-                include_embedding,
-            )
-            for cid, score in ranked
-        ]
+        """The hits the mirror ranked at ``conn``'s snapshot, reading only what it lacks."""
+        unheld = gathered.unheld()
+        fetched = fetch_rows(conn, unheld, include_embedding) if unheld else {}
+        return mirror_hits(gathered, include_embedding, fetched)
 
     # -- internals -------------------------------------------------------------------
 
-    def _rank_on_mirror(
-        self, conn: apsw.Connection, call: rules.SearchCall
-    ) -> list[tuple[str, float]] | None:
-        if self.mirror is None or self.mirror.loading:
+    def _rank_on_mirror(self, conn: apsw.Connection, call: rules.SearchCall) -> Gathered | None:
+        mirror = self.mirror
+        if mirror is None or mirror.loading:
             return None  # a (re)load takes seconds at 1M chunks: answer in SQL meanwhile
-        with self.mirror.lock:
-            if not self.mirror.sync(conn):
+        with mirror.lock:
+            if not mirror.sync(conn):
                 return None
-            return self.mirror.rank(call.vector, call.top_k, call.scope_all, call.scope_any)
+            self._mark.note(conn, mirror.generation)
+            rows = mirror.admitted(call.scope_all, call.scope_any)
+            return mirror.search(rows, call.vector, call.top_k, call.include_embedding)
 
     def _revisions_and_scopes(
         self, conn: apsw.Connection, ids: list[str]
