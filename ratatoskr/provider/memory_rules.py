@@ -250,7 +250,8 @@ def parse_upsert(
     # The digest, made only once every record is valid: a hostile batch that fails
     # validation is never hashed.
     if checked is not None and checked.all_floats:
-        value = vector_digest(records, checked.keys, expected_revisions, checked.wide)
+        rest = [c.rest_json for c in chunks]
+        value = vector_digest(checked.keys, rest, expected_revisions, checked.wide)
     else:
         value = pinned_digest(records, expected_revisions)
     return UpsertCall(

@@ -5,8 +5,9 @@ canonical JSON is. Writing a batch's vectors as JSON text only to hash it costs 
 rest of the batch (500 x 768 floats: ~12 ms of float formatting, ~6 ms of SHA-256 over
 7.6 MB), so when every vector value is a JSON float the store hashes, in one SHA-256:
 
-    canonical JSON of the payload with each record's vector replaced by ``null``
-    + the vectors' float64 bytes, in record order
+    a tag, the record count, the canonical JSON of ``expected_revisions``, per record its
+    vector key (one letter) and the canonical JSON of the record without its vector (which
+    the store makes anyway, to store it), then the vectors' float64 bytes in record order
 
 and marks the result ``v2:``. It decides exactly what the pinned digest decides:
 
@@ -14,8 +15,8 @@ and marks the result ``v2:``. It decides exactly what the pinned digest decides:
   exponent and an integer without, so "every vector value is a float" can be read off the
   text, and a float's shortest round-trip text and its float64 value determine each other
   (``-0.0`` included; non-finite numbers never get this far);
-- it is injective: a valid record's vector is never ``null``, so the nulls say which
-  vectors the bytes hold, and the JSON text ends where its outer object closes.
+- it is injective: every part has a known length or ends itself (a JSON value, a one-letter
+  key), and the count says how many vectors of ``dim`` values the bytes hold.
 
 A batch whose vectors hold an integer (``1`` and ``1.0`` are different payloads to the pin,
 the same float64) keeps the pinned digest as it is. An entry written before ``v2:`` existed
@@ -32,6 +33,7 @@ from typing import Any
 from ratatoskr.wire.canonical import canonical_json, digest
 
 V2 = "v2:"
+VECTOR_KEY_TAGS = {"embedding": b"e", "vector": b"v"}
 
 
 def pinned_digest(records: list[Any], expected_revisions: Any) -> str:
@@ -40,14 +42,16 @@ def pinned_digest(records: list[Any], expected_revisions: Any) -> str:
 
 
 def vector_digest(
-    records: list[dict[str, Any]], vector_keys: list[str], expected_revisions: Any, vectors: bytes
+    keys: list[str], rest_json: list[bytes], expected_revisions: Any, vectors: bytes
 ) -> str:
-    """The ``v2:`` form, for a batch whose every vector value is a float; ``vectors`` is the
-    float64 bytes of all of them, record after record."""
-    skeleton = [{**r, key: None} for r, key in zip(records, vector_keys, strict=True)]
-    h = hashlib.sha256(
-        canonical_json({"records": skeleton, "expected_revisions": expected_revisions}, "records")
-    )
+    """The ``v2:`` form, for a batch whose every vector value is a float: ``keys`` and
+    ``rest_json`` per record (its vector key, its canonical JSON without the vector), and
+    ``vectors`` the float64 bytes of all the vectors, record after record."""
+    h = hashlib.sha256(b"ratatoskr upsert_many v2\n%d\n" % len(keys))
+    h.update(canonical_json(expected_revisions, "expected_revisions"))
+    for key, rest in zip(keys, rest_json, strict=True):
+        h.update(VECTOR_KEY_TAGS[key])
+        h.update(rest)
     h.update(vectors)
     return V2 + h.hexdigest()
 

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 import apsw
 import sqlite_vec
 
+from ratatoskr.storage.busy import BusyWait
 from ratatoskr.storage.checkpointer import Checkpointer
 from ratatoskr.storage.filecheck import FileIdentity
 from ratatoskr.wire.errors import Unavailable
@@ -148,7 +149,7 @@ class Database:
     def _connect(self, create: bool = True, register: bool = True) -> apsw.Connection:
         flags = apsw.SQLITE_OPEN_READWRITE | (apsw.SQLITE_OPEN_CREATE if create else 0)
         conn = apsw.Connection(self.path or ":memory:", flags=flags)
-        conn.set_busy_timeout(self.settings.busy_timeout_ms)
+        conn.set_busy_handler(BusyWait(self.settings.busy_timeout_ms))
         conn.enable_load_extension(True)
         conn.load_extension(sqlite_vec.loadable_path())
         conn.enable_load_extension(False)
