@@ -89,7 +89,7 @@ class ReferenceMemoryStore:
             self.chunks[chunk.chunk_id] = _Stored(
                 copy.deepcopy(chunk.record),
                 chunk.vector,
-                chunk.scope,
+                dict(chunk.scope),
                 self._revision(chunk.chunk_id) + 1,
             )
         self.idempotency[iid] = (call.digest.value, now + CLASS_TTL_SECONDS[call.idempotency_class])
