@@ -42,6 +42,9 @@ odd_values: list[Any] = [
     1e39,
     3.4028235e38,
     np.float64(0.5),
+    rules.F32_ROUNDS_TO_INF,
+    float(np.nextafter(rules.F32_ROUNDS_TO_INF, 0)),
+    1e-46,
 ]
 values = st.one_of(
     st.floats(allow_nan=False, allow_infinity=False, width=64),
@@ -95,3 +98,14 @@ def test_integers_are_numbers_but_not_floats(pack: Any) -> None:
     checked = rules.check_vectors([{"id": "a", "vector": [1, 0, 0, 0, 0, 2]}], DIM, pack)
     assert checked is not None and not checked.all_floats
     assert checked.keys == ["vector"]
+
+
+@pytest.mark.parametrize("pack", [ACCELERATED, None], ids=["c", "python"])
+def test_the_float32_range_ends_where_rounding_reaches_infinity(pack: Any) -> None:
+    below = float(np.nextafter(rules.F32_ROUNDS_TO_INF, 0))
+    fits = rules.check_vectors([{"id": "a", "embedding": [below] + [0.5] * (DIM - 1)}], DIM, pack)
+    assert fits is not None and float(fits.narrow[0][0]) == float(np.finfo(np.float32).max)
+    edge = [{"id": "a", "embedding": [rules.F32_ROUNDS_TO_INF] + [0.5] * (DIM - 1)}]
+    assert rules.check_vectors(edge, DIM, pack) is None
+    tiny = rules.check_vectors([{"id": "a", "embedding": [1e-46] * DIM}], DIM, pack)
+    assert tiny is None  # every value rounds to a float32 zero: cosine is undefined

@@ -9,6 +9,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <math.h>
 #include <string.h>
 
 static PyObject *
@@ -54,11 +55,72 @@ pack_float_lists(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     return out;
 }
 
+/* pack_float_lists plus every check upsert_many makes on the values, in the same pass:
+ * returns (float64 bytes, float32 bytes, one flag byte per vector) where a flag holds
+ * INEXACT when float32 does not hold every value exactly, BAD_VALUE when a value is not
+ * finite or rounds to infinity in float32 (|v| >= limit), ALL_ZERO when every float32 value
+ * is zero; None as pack_float_lists. Rounding is C's double-to-float conversion, the same
+ * round-to-nearest-even numpy's astype uses. */
+enum { INEXACT = 1, BAD_VALUE = 2, ALL_ZERO = 4 };
+
+static PyObject *
+narrow_float_lists(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError,
+                        "narrow_float_lists(vectors, dim, limit) takes 3 arguments");
+        return NULL;
+    }
+    PyObject *wide = pack_float_lists(module, args, 2);
+    if (wide == NULL || wide == Py_None) {
+        return wide;
+    }
+    double limit = PyFloat_AsDouble(args[2]);
+    if (limit == -1.0 && PyErr_Occurred()) {
+        Py_DECREF(wide);
+        return NULL;
+    }
+    Py_ssize_t dim = PyLong_AsSsize_t(args[1]);
+    Py_ssize_t count = PyBytes_GET_SIZE(wide) / (Py_ssize_t)sizeof(double) / dim;
+    PyObject *narrow = PyBytes_FromStringAndSize(NULL, count * dim * (Py_ssize_t)sizeof(float));
+    PyObject *flags = PyBytes_FromStringAndSize(NULL, count);
+    if (narrow == NULL || flags == NULL) {
+        Py_DECREF(wide);
+        Py_XDECREF(narrow);
+        Py_XDECREF(flags);
+        return NULL;
+    }
+    const double *src = (const double *)PyBytes_AS_STRING(wide);
+    float *dst = (float *)PyBytes_AS_STRING(narrow);
+    char *flag = PyBytes_AS_STRING(flags);
+    for (Py_ssize_t i = 0; i < count; i++) {
+        int inexact = 0, bad = 0, nonzero = 0;
+        for (Py_ssize_t j = 0; j < dim; j++) {
+            double value = *src++;
+            if (!(fabs(value) < limit)) { /* also NaN */
+                bad = 1;
+                *dst++ = 0.0f;
+                continue;
+            }
+            float single = (float)value;
+            inexact |= (double)single != value;
+            nonzero |= single != 0.0f;
+            *dst++ = single;
+        }
+        flag[i] = (char)((inexact ? INEXACT : 0) | (bad ? BAD_VALUE : 0) | (nonzero ? 0 : ALL_ZERO));
+    }
+    return Py_BuildValue("(NNN)", wide, narrow, flags);
+}
+
 static PyMethodDef pack_methods[] = {
     {"pack_float_lists", (PyCFunction)(void (*)(void))pack_float_lists, METH_FASTCALL,
      "pack_float_lists(vectors, dim) -> bytes | None\n\n"
      "The float64 bytes of every list in vectors, in order, when each is a list of exactly\n"
      "dim floats (float itself, not int, bool or a subclass); otherwise None."},
+    {"narrow_float_lists", (PyCFunction)(void (*)(void))narrow_float_lists, METH_FASTCALL,
+     "narrow_float_lists(vectors, dim, limit) -> tuple[bytes, bytes, bytes] | None\n\n"
+     "pack_float_lists, plus the float32 bytes and a flag byte per vector: 1 not exact in\n"
+     "float32, 2 a value not finite or not below limit in magnitude, 4 all zero in float32."},
     {NULL, NULL, 0, NULL},
 };
 

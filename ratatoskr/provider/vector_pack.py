@@ -1,20 +1,21 @@
-"""The C accelerator that packs a batch's vectors (``_pack.c``), when the install built it.
+"""The C accelerator that packs and checks vectors (``_pack.c``), when the install built it.
 
 ``setup.py`` marks it optional: without a C compiler the package installs anyway and
-``memory_rules.check_vectors`` converts in Python, with the same results, ~10 ms slower per
-batch of 500 x 768. The test suite requires it (``tests/test_vector_pack.py``), so CI
-fails when the build does.
+``memory_rules`` converts and checks in Python and numpy, with the same results, ~10 ms
+slower per batch of 500 x 768. The test suite requires it (``tests/test_vector_pack.py``),
+so CI fails when the build does.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+from types import ModuleType
 
-Packer = Callable[[list[Any], int], "bytes | None"]
+INEXACT = 1  # float32 does not hold every value of the vector exactly
+BAD_VALUE = 2  # a value is not finite, or rounds to infinity in float32
+ALL_ZERO = 4  # every value is zero in float32
 
-ACCELERATED: Packer | None
+ACCELERATED: ModuleType | None
 try:
-    from ratatoskr.provider._pack import pack_float_lists as ACCELERATED
+    from ratatoskr.provider import _pack as ACCELERATED
 except ImportError:  # pragma: no cover - only where no compiler was found at install
     ACCELERATED = None
