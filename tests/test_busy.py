@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import threading
 from pathlib import Path
 
@@ -14,17 +12,7 @@ import pytest
 from ratatoskr.storage.busy import BusyWait
 from ratatoskr.storage.database import Database, DatabaseSettings, Migration
 from ratatoskr.wire.errors import Unavailable
-
-HOLDER = """
-import sqlite3, sys
-conn = sqlite3.connect(sys.argv[1], isolation_level=None)
-conn.execute("BEGIN IMMEDIATE")
-print("locked", flush=True)
-sys.stdin.readline()
-conn.execute("ROLLBACK")
-print("released", flush=True)
-sys.stdin.read()
-"""
+from tests.lock_holder import holding_the_lock
 
 
 def table(conn: apsw.Connection) -> None:
@@ -37,14 +25,6 @@ def test_the_handler_retries_until_the_timeout_then_gives_up() -> None:
     patient = BusyWait(timeout_ms=60_000, step_seconds=0)
     assert all(patient(n) for n in range(1000))
     assert patient(0) is True  # a new wait starts its own clock
-
-
-def holding_the_lock(path: Path) -> subprocess.Popen[bytes]:
-    holder = subprocess.Popen(
-        [sys.executable, "-c", HOLDER, str(path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE
-    )
-    assert holder.stdout is not None and holder.stdout.readline() == b"locked\n"
-    return holder
 
 
 def test_a_write_waits_for_the_lock_and_lands_when_it_is_released(tmp_path: Path) -> None:

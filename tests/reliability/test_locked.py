@@ -6,23 +6,14 @@ the lock until the test closes its stdin, so the test never guesses how long it 
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import time
 from pathlib import Path
 
+from tests.lock_holder import holding_the_lock
 from tests.reliability.common import chunk, error_of, put, revisions, running, state, upsert
 from tests.server.harness import ok
 
 BUSY_MS = 200
-HOLDER = """
-import sqlite3, sys
-conn = sqlite3.connect(sys.argv[1], isolation_level=None)
-conn.execute("BEGIN IMMEDIATE")
-print("locked", flush=True)
-sys.stdin.read()
-conn.execute("ROLLBACK")
-"""
 
 
 def test_a_lock_held_past_the_busy_timeout_is_503_and_never_a_partial_batch(
@@ -31,13 +22,8 @@ def test_a_lock_held_past_the_busy_timeout_is_503_and_never_a_partial_batch(
     with running(tmp_path, {"RATATOSKR_SQLITE_BUSY_TIMEOUT_MS": str(BUSY_MS)}) as server:
         url = server.url
         ok(upsert(url, [chunk("before")], "before"))
-        holder = subprocess.Popen(
-            [sys.executable, "-c", HOLDER, str(tmp_path / "data" / "memory.db")],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-        )
+        holder = holding_the_lock(tmp_path / "data" / "memory.db")
         try:
-            assert holder.stdout is not None and holder.stdout.readline() == b"locked\n"
             batch = [chunk(f"locked-{i}") for i in range(5)]
             started = time.monotonic()
             response = upsert(url, batch, "locked-batch")
