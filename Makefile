@@ -25,10 +25,14 @@ test: lint
 	HYPOTHESIS_PROFILE=ci $(PY) -m pytest -q
 
 # 100k x 768 (with Chroma and LanceDB when the optional extra is installed:
-# pip install -e '.[peers]'; without it they are skipped), then 1M x 384. ~20 min in all.
+# pip install -e '.[peers]'; without it they are skipped), then 1M x 384, then upsert_many
+# from 1 and 2 processes and the HTTP load test (their figures are printed; the notes of
+# docs/performance.md quote them). ~25 min in all.
 bench: $(STAMP)
 	$(PY) -m bench.memory_search --peers
 	$(MAKE) bench-1m
+	$(MAKE) bench-writers
+	$(MAKE) bench-http
 
 bench-quick: $(STAMP)
 	$(PY) -m bench.memory_search --quick
