@@ -75,33 +75,63 @@ def decode_object(body: bytes) -> dict[str, Any]:
 
 def _may_hold_wide_integer(body: bytes) -> bool:
     """Whether the body holds a standalone run of 20 digits. Read 64 KiB at a time as a
-    numpy view (overlapping by a run's length), so a large body is never copied whole: a
-    freed multi-megabyte buffer raises glibc's mmap threshold and stays in the worker's
-    heap. Vectorised because a byte search for the run degenerates on an embedding's
-    digits (~60 µs for a 768-float body)."""
+    numpy view (overlapping by a run and the two characters before it), so a large body is
+    never copied whole: a freed multi-megabyte buffer raises glibc's mmap threshold and
+    stays in the worker's heap. Vectorised because a byte search for the run degenerates on
+    an embedding's digits (~60 µs for a 768-float body)."""
     overlap = _WIDE_DIGITS + 2
     for start in range(0, len(body), _SCAN_STEP):
         lo = max(0, start - overlap)
         part = np.frombuffer(
             body, dtype=np.uint8, count=min(len(body), start + _SCAN_STEP) - lo, offset=lo
         )
-        # uint8 wraps, so this is every non-digit; a run before the first one is the tail
-        # of a run the previous part saw whole (and the body is an object: it opens with
-        # ``{``, not a digit)
-        breaks = np.flatnonzero((part - 48) > 9)
-        ends = np.append(breaks, len(part))
-        runs = np.flatnonzero(np.diff(ends) > _WIDE_DIGITS)
-        for at in ends[runs].tolist():
-            if _standalone(part, at):
-                return True
+        # a run starting in a part's first two bytes lies whole in the part before (the
+        # body opens with ``{``, so the first part's runs start at 1 or later)
+        if _standalone_run(part, first=2 if lo else 1):
+            return True
     return False
 
 
-def _standalone(part: npt.NDArray[np.uint8], at: int) -> bool:
-    """Whether the run after ``part[at]`` (a non-digit) is a number of its own."""
-    if not _NOT_STANDALONE[part[at]]:
-        return True
-    return bool(part[at] == ord("-") and (at == 0 or not _NOT_STANDALONE[part[at - 1]]))
+def _standalone_run(part: npt.NDArray[np.uint8], first: int) -> bool:
+    """Whether a run of ``_WIDE_DIGITS`` digits starts at some ``i >= first`` of ``part``
+    as a number of its own: after a character that cannot be part of a number, or after a
+    minus sign that is. A float's digits after its point or exponent never count.
+
+    The runs are found without listing every non-digit (an embedding's text is a fifth
+    non-digits): the digit mask ANDed with itself shifted by 1, 2, 4, ... marks each
+    position that opens 20 digits in a row; only those that follow a non-digit (the run's
+    first digit; ~20 per 64 KiB of embeddings, whose fractions often reach 20 digits) are
+    looked at."""
+    digits = (part - 48) <= 9  # uint8 wraps, so this marks every digit
+    windows = _windows(digits, _WIDE_DIGITS)
+    if len(windows) <= first:
+        return False
+    starts = np.flatnonzero(windows[first:] & ~digits[first - 1 : len(windows) - 1]) + first
+    if len(starts) == 0:
+        return False
+    before = part[starts - 1]
+    alone = ~_NOT_STANDALONE[before]
+    minus = before == ord("-")
+    if minus.any():
+        earlier = starts - 2
+        number_before = _NOT_STANDALONE[part[np.maximum(earlier, 0)]] & (earlier >= 0)
+        alone |= minus & ~number_before
+    return bool(alone.any())
+
+
+def _windows(mask: npt.NDArray[np.bool_], length: int) -> npt.NDArray[np.bool_]:
+    """``out[i]`` is whether ``mask[i : i + length]`` is all True (``len(mask) - length +
+    1`` entries, none when the mask is shorter): ANDs with itself shifted by doubling
+    steps, a handful of passes."""
+    if len(mask) < length:
+        return np.zeros(0, dtype=bool)
+    run = 1
+    while run * 2 <= length:
+        mask = mask[:-run] & mask[run:]
+        run *= 2
+    if run < length:
+        mask = mask[: len(mask) - (length - run)] & mask[length - run :]
+    return mask
 
 
 def _refuse_wide_integers(body: bytes) -> None:
