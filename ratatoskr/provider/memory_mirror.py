@@ -426,22 +426,14 @@ class VectorMirror:
         merged = np.sort(np.concatenate(branches))
         return merged[np.concatenate(([True], merged[1:] != merged[:-1]))]
 
-    def rank(
-        self, query: F32, top_k: int, scope_all: Scope, scope_any: Sequence[Scope]
-    ) -> list[tuple[str, float]]:
-        return self.rank_rows(self.admitted(scope_all, scope_any), query, top_k)
-
     def admitted_count(self, rows: I64 | None) -> int:
-        """How many rows ``rank_rows`` would score for ``admitted``'s answer ``rows``."""
+        """How many rows ``search`` would score for ``admitted``'s answer ``rows``."""
         return self.n - self.dead if rows is None else len(rows)
 
-    def rank_rows(self, rows: I64 | None, query: F32, top_k: int) -> list[tuple[str, float]]:
-        """The exact top_k among ``rows`` (``admitted``'s answer)."""
-        return self._top(rows, query, top_k)[0]
-
     def search(self, rows: I64 | None, query: F32, top_k: int, with_vectors: bool) -> Gathered:
-        """``rank_rows``, and what the mirror holds of those hits, copied (call under the
-        lock), so the hits are built after it is released."""
+        """The exact top_k among ``rows`` (``admitted``'s answer), and what the mirror holds
+        of those hits, copied (call under the lock), so the hits are built after it is
+        released."""
         ranked, hit_rows = self._top(rows, query, top_k)
         at = np.array(hit_rows, dtype=np.int64)
         revisions, keys, records = self.revisions, self.keys, self.records
