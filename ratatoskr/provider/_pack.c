@@ -1,11 +1,12 @@
-/* Packing a batch's vectors into float64 bytes, for upsert_many.
+/* Packing a batch's vectors into float64 and float32 bytes, for upsert_many and search.
  *
  * Python's own converters (array('d', ...), numpy, struct) spend ~20 ns per value going
  * through the generic number protocol; a batch of 500 x 768 spent more time here than in
  * SQLite. This reads each list item once: an exact float is copied, anything else (an int,
  * a bool, a float subclass, a list of the wrong length) returns None, and the caller takes
- * the pure-Python path, which accepts integers and names the first fault. Finiteness and
- * range are checked afterwards in numpy, on the packed values.
+ * the pure-Python path, which accepts integers and names the first fault. Finiteness,
+ * float32 range, all-zero vectors and float32 exactness are checked in the same pass
+ * (narrow_float_lists), each fault only flagged: the caller names it the slow way.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -113,20 +114,18 @@ narrow_float_lists(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 }
 
 static PyMethodDef pack_methods[] = {
-    {"pack_float_lists", (PyCFunction)(void (*)(void))pack_float_lists, METH_FASTCALL,
-     "pack_float_lists(vectors, dim) -> bytes | None\n\n"
-     "The float64 bytes of every list in vectors, in order, when each is a list of exactly\n"
-     "dim floats (float itself, not int, bool or a subclass); otherwise None."},
     {"narrow_float_lists", (PyCFunction)(void (*)(void))narrow_float_lists, METH_FASTCALL,
      "narrow_float_lists(vectors, dim, limit) -> tuple[bytes, bytes, bytes] | None\n\n"
-     "pack_float_lists, plus the float32 bytes and a flag byte per vector: 1 not exact in\n"
-     "float32, 2 a value not finite or not below limit in magnitude, 4 all zero in float32."},
+     "When every list in vectors holds exactly dim floats (float itself, not int, bool or a\n"
+     "subclass): their float64 bytes, their float32 bytes and a flag byte per vector, 1 not\n"
+     "exact in float32, 2 a value not finite or not below limit in magnitude, 4 all zero in\n"
+     "float32. Otherwise None."},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef pack_module = {
     PyModuleDef_HEAD_INIT, "ratatoskr.provider._pack",
-    "Packing lists of floats into float64 bytes (see pack_float_lists).", -1, pack_methods,
+    "Packing and checking lists of floats (see narrow_float_lists).", -1, pack_methods,
 };
 
 PyMODINIT_FUNC
