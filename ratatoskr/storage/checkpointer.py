@@ -41,11 +41,10 @@ class Checkpointer:
         self._connect = connect
         self.wake_pages = wake_pages
         self.inline_pages = inline_pages
-        self._wake = threading.Event()
-        self._idle = threading.Condition()
-        self._pending = False
+        self._changed = threading.Condition()
+        self._asked = 0  # checkpoints commits have asked for
+        self._done = 0  # of those, how many a finished checkpoint covered
         self._stopping = False
-        self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._pid = 0
         self.runs = 0  # checkpoints this process's thread has run
@@ -57,50 +56,45 @@ class Checkpointer:
             self.inline_runs += 1
             with contextlib.suppress(apsw.Error):
                 conn.wal_checkpoint(name, apsw.SQLITE_CHECKPOINT_PASSIVE)
-        elif pages >= self.wake_pages and not self._stopping:
-            self._ensure_thread()
-            with self._idle:
-                self._pending = True
-            self._wake.set()
+        elif pages >= self.wake_pages:
+            with self._changed:
+                if self._stopping:
+                    return int(apsw.SQLITE_OK)
+                if self._thread is None or self._pid != os.getpid():
+                    self._pid = os.getpid()
+                    self._thread = threading.Thread(
+                        target=self._run, name="ratatoskr-checkpoint", daemon=True
+                    )
+                    self._thread.start()
+                self._asked += 1
+                self._changed.notify_all()
         return int(apsw.SQLITE_OK)
-
-    def _ensure_thread(self) -> None:
-        if self._thread is not None and self._pid == os.getpid():
-            return
-        with self._lock:
-            if self._thread is not None and self._pid == os.getpid():
-                return
-            self._pid = os.getpid()
-            self._thread = threading.Thread(
-                target=self._run, name="ratatoskr-checkpoint", daemon=True
-            )
-            self._thread.start()
 
     def _run(self) -> None:
         conn = None
         try:
             while True:
-                self._wake.wait()
-                self._wake.clear()
-                if self._stopping:
-                    return
+                with self._changed:
+                    self._changed.wait_for(lambda: self._stopping or self._done < self._asked)
+                    if self._stopping:
+                        return
+                    covered = self._asked  # a checkpoint now covers every commit so far
                 try:
                     if conn is None:
                         conn = self._connect()
                     conn.wal_checkpoint("main", apsw.SQLITE_CHECKPOINT_PASSIVE)
                     self.runs += 1
                 except apsw.Error:
-                    # a busy or failing file: the next commit wakes us again, and past
+                    # a busy or failing file: the next commit asks again, and past
                     # inline_pages the commit checkpoints itself
                     pass
-                with self._idle:
-                    if not self._wake.is_set():
-                        self._pending = False
-                        self._idle.notify_all()
+                with self._changed:
+                    self._done = covered
+                    self._changed.notify_all()
         finally:
-            with self._idle:
-                self._pending = False
-                self._idle.notify_all()
+            with self._changed:
+                self._done = self._asked
+                self._changed.notify_all()
             if conn is not None:
                 with contextlib.suppress(apsw.Error):
                     conn.close()
@@ -111,14 +105,15 @@ class Checkpointer:
         return self._thread if self._pid == os.getpid() else None
 
     def drain(self, timeout: float) -> bool:
-        """Wait until no checkpoint is asked for or running; False if ``timeout`` passed."""
-        with self._idle:
-            return self._idle.wait_for(lambda: not self._pending, timeout)
+        """Wait until every checkpoint asked for has run; False if ``timeout`` passed."""
+        with self._changed:
+            return self._changed.wait_for(lambda: self._done >= self._asked, timeout)
 
     def stop(self) -> None:
         """End the thread (after the checkpoint it may be running) and close its connection."""
-        self._stopping = True
-        self._wake.set()
-        thread = self._thread
-        if thread is not None and self._pid == os.getpid():
+        with self._changed:
+            self._stopping = True
+            self._changed.notify_all()
+            thread = self._thread if self._pid == os.getpid() else None
+        if thread is not None:
             thread.join(timeout=30)
