@@ -4,17 +4,19 @@ JSON decides, whichever form the store computes (``upsert_digest.py``)."""
 from __future__ import annotations
 
 import copy
+import hashlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from ratatoskr.provider import memory_rules as rules
 from ratatoskr.provider.memory_store import RatatoskrMemoryStore, open_memory_store
-from ratatoskr.provider.upsert_digest import V2, pinned_digest
+from ratatoskr.provider.upsert_digest import V3, BackgroundSha256, pinned_digest, v2_digest
 from ratatoskr.wire.errors import IdempotencyConflict
 from tests.memory_helpers import CTX, DIM, chunk, vec
 
@@ -39,22 +41,31 @@ def same_to_the_store(a: tuple[list[Any], Any], b: tuple[list[Any], Any]) -> boo
     return first.matches(second.value) and second.matches(first.value)
 
 
-# A value of a vector: floats near the interesting edges, and integers now and then.
+# A value of a vector: floats near the interesting edges, float32 values (the digest hashes
+# those vectors narrow), and integers now and then.
 values = st.one_of(
     st.floats(min_value=-1e30, max_value=1e30, allow_nan=False, allow_subnormal=True),
+    st.floats(min_value=-(2.0**100), max_value=2.0**100, allow_nan=False, width=32),
     st.sampled_from([0.0, -0.0, 1.0, -1.0, 0.5, 1e-45, 5e-324]),
     st.integers(min_value=-3, max_value=3),
 )
 vectors = st.lists(values, min_size=DIM, max_size=DIM).filter(lambda v: any(x != 0 for x in v))
+narrow_vectors = st.lists(
+    st.floats(min_value=-(2.0**100), max_value=2.0**100, allow_nan=False, width=32),
+    min_size=DIM,
+    max_size=DIM,
+).filter(lambda v: any(x != 0 for x in v))
 
 
 @st.composite
 def payloads(draw: st.DrawFn) -> tuple[list[Any], Any]:
     n = draw(st.integers(min_value=1, max_value=3))
     records = []
+    narrow = draw(st.booleans())  # every vector float32-exact, as most batches are
     for i in range(n):
         key = draw(st.sampled_from(["embedding", "vector"]))
-        record = {"id": f"c{i}", key: draw(vectors), "distillate": draw(st.text(max_size=5))}
+        vector = draw(narrow_vectors if narrow else vectors)
+        record = {"id": f"c{i}", key: vector, "distillate": draw(st.text(max_size=5))}
         records.append(record)
     expected = draw(st.sampled_from([None, {"c0": 0}]))
     return records, expected
@@ -96,10 +107,10 @@ def test_same_payload_exactly_when_the_pinned_digest_says_so(
     assert same_to_the_store(payload, other) == same_to_the_pin(payload, other)
 
 
-def test_a_float_batch_is_hashed_in_the_v2_form_and_an_integer_batch_as_pinned() -> None:
+def test_a_float_batch_is_hashed_in_the_v3_form_and_an_integer_batch_as_pinned() -> None:
     floats = [chunk("a", vec(0.25, 0.5))]
     integers = [chunk("a", [1] + [0] * (DIM - 1))]
-    assert parsed(floats).digest.value.startswith(V2)
+    assert parsed(floats).digest.value.startswith(V3)
     assert parsed(integers).digest.value == pinned_digest(integers, None)
 
 
@@ -121,3 +132,32 @@ def test_an_entry_holding_the_pinned_digest_still_replays(store: RatatoskrMemory
     with pytest.raises(IdempotencyConflict):
         store.upsert_many([chunk("a", vec(0.1, 0.25))], idempotency_key="k", ctx=CTX)
     assert store.get("a")["revision"] == 1
+
+
+def test_an_entry_holding_the_v2_digest_still_replays(store: RatatoskrMemoryStore) -> None:
+    """An entry written in the ``v2:`` form (float64 bytes in the outer hash) is compared in
+    that form: a retry replays, a different payload conflicts."""
+    records = [chunk("a", vec(0.1, 0.2)), chunk("b", vec(0.25))]
+    store.upsert_many(records, idempotency_key="k", ctx=CTX)
+    call = parsed(records)
+    checked = rules.check_vectors(records, DIM)
+    assert checked is not None
+    old = v2_digest(checked.keys, [c.rest_json for c in call.chunks], None, checked.wide)
+    with store.db.write() as conn:
+        conn.execute("UPDATE memory_idempotency SET digest = ?", (old,))
+    again = store.upsert_many(copy.deepcopy(records), idempotency_key="k", ctx=CTX)
+    assert again == {"upserted": 2, "replayed": True}
+    with pytest.raises(IdempotencyConflict):
+        store.upsert_many([chunk("a", vec(0.1, 0.25))], idempotency_key="k", ctx=CTX)
+    assert store.get("a")["revision"] == 1
+
+
+def test_a_large_buffer_is_hashed_on_another_thread_to_the_same_sha256() -> None:
+    """Past ``THREAD_MIN_BYTES`` (a 500 x 768 batch is 1.5 MB) the vectors are hashed on a
+    thread; below it in line. Either way the SHA-256 of the bytes."""
+    big = np.arange(500 * 768, dtype=np.float32)
+    small = big[:10]
+    threaded, inline = BackgroundSha256(big), BackgroundSha256(small)
+    assert threaded._thread is not None and inline._thread is None
+    assert threaded.digest() == hashlib.sha256(big.tobytes()).digest()
+    assert inline.digest() == hashlib.sha256(small.tobytes()).digest()

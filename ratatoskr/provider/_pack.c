@@ -13,55 +13,14 @@
 #include <math.h>
 #include <string.h>
 
-static PyObject *
-pack_float_lists(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
-{
-    if (nargs != 2) {
-        PyErr_SetString(PyExc_TypeError, "pack_float_lists(vectors, dim) takes 2 arguments");
-        return NULL;
-    }
-    PyObject *vectors = args[0];
-    Py_ssize_t dim = PyLong_AsSsize_t(args[1]);
-    if (dim == -1 && PyErr_Occurred()) {
-        return NULL;
-    }
-    if (!PyList_CheckExact(vectors) || dim < 1) {
-        Py_RETURN_NONE;
-    }
-    Py_ssize_t count = PyList_GET_SIZE(vectors);
-    if (count > PY_SSIZE_T_MAX / dim / (Py_ssize_t)sizeof(double)) {
-        Py_RETURN_NONE;
-    }
-    PyObject *out = PyBytes_FromStringAndSize(NULL, count * dim * (Py_ssize_t)sizeof(double));
-    if (out == NULL) {
-        return NULL;
-    }
-    double *dst = (double *)PyBytes_AS_STRING(out);
-    for (Py_ssize_t i = 0; i < count; i++) {
-        PyObject *vector = PyList_GET_ITEM(vectors, i);
-        if (!PyList_CheckExact(vector) || PyList_GET_SIZE(vector) != dim) {
-            Py_DECREF(out);
-            Py_RETURN_NONE;
-        }
-        PyObject **items = ((PyListObject *)vector)->ob_item;
-        for (Py_ssize_t j = 0; j < dim; j++) {
-            PyObject *item = items[j];
-            if (!PyFloat_CheckExact(item)) {
-                Py_DECREF(out);
-                Py_RETURN_NONE;
-            }
-            *dst++ = PyFloat_AS_DOUBLE(item);
-        }
-    }
-    return out;
-}
-
-/* pack_float_lists plus every check upsert_many makes on the values, in the same pass:
- * returns (float64 bytes, float32 bytes, one flag byte per vector) where a flag holds
- * INEXACT when float32 does not hold every value exactly, BAD_VALUE when a value is not
- * finite or rounds to infinity in float32 (|v| >= limit), ALL_ZERO when every float32 value
- * is zero; None as pack_float_lists. Rounding is C's double-to-float conversion, the same
- * round-to-nearest-even numpy's astype uses. */
+/* Every check upsert_many makes on the values, in the pass that reads them: returns
+ * (float64 bytes, float32 bytes, one flag byte per vector) where a flag holds INEXACT when
+ * float32 does not hold every value exactly, BAD_VALUE when a value is not finite or rounds
+ * to infinity in float32 (|v| >= limit), ALL_ZERO when every float32 value is zero. A bad
+ * value is stored as zero in the float32 bytes and counts neither way. Rounding is C's
+ * double-to-float conversion, the same round-to-nearest-even numpy's astype uses. One pass
+ * (read, widen, narrow, check) rather than a pack then a check over the packed bytes: the
+ * second pass re-read 3 MB for a 500 x 768 batch, ~40 % of the time here. */
 enum { INEXACT = 1, BAD_VALUE = 2, ALL_ZERO = 4 };
 
 static PyObject *
@@ -72,45 +31,67 @@ narrow_float_lists(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
                         "narrow_float_lists(vectors, dim, limit) takes 3 arguments");
         return NULL;
     }
-    PyObject *wide = pack_float_lists(module, args, 2);
-    if (wide == NULL || wide == Py_None) {
-        return wide;
+    PyObject *vectors = args[0];
+    Py_ssize_t dim = PyLong_AsSsize_t(args[1]);
+    if (dim == -1 && PyErr_Occurred()) {
+        return NULL;
     }
     double limit = PyFloat_AsDouble(args[2]);
     if (limit == -1.0 && PyErr_Occurred()) {
-        Py_DECREF(wide);
         return NULL;
     }
-    Py_ssize_t dim = PyLong_AsSsize_t(args[1]);
-    Py_ssize_t count = PyBytes_GET_SIZE(wide) / (Py_ssize_t)sizeof(double) / dim;
+    if (!PyList_CheckExact(vectors) || dim < 1) {
+        Py_RETURN_NONE;
+    }
+    Py_ssize_t count = PyList_GET_SIZE(vectors);
+    if (count > PY_SSIZE_T_MAX / dim / (Py_ssize_t)sizeof(double)) {
+        Py_RETURN_NONE;
+    }
+    PyObject *wide = PyBytes_FromStringAndSize(NULL, count * dim * (Py_ssize_t)sizeof(double));
     PyObject *narrow = PyBytes_FromStringAndSize(NULL, count * dim * (Py_ssize_t)sizeof(float));
     PyObject *flags = PyBytes_FromStringAndSize(NULL, count);
-    if (narrow == NULL || flags == NULL) {
-        Py_DECREF(wide);
+    if (wide == NULL || narrow == NULL || flags == NULL) {
+        Py_XDECREF(wide);
         Py_XDECREF(narrow);
         Py_XDECREF(flags);
         return NULL;
     }
-    const double *src = (const double *)PyBytes_AS_STRING(wide);
-    float *dst = (float *)PyBytes_AS_STRING(narrow);
+    double *wdst = (double *)PyBytes_AS_STRING(wide);
+    float *ndst = (float *)PyBytes_AS_STRING(narrow);
     char *flag = PyBytes_AS_STRING(flags);
     for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *vector = PyList_GET_ITEM(vectors, i);
+        if (!PyList_CheckExact(vector) || PyList_GET_SIZE(vector) != dim) {
+            goto not_plain;
+        }
+        PyObject **items = ((PyListObject *)vector)->ob_item;
         int inexact = 0, bad = 0, nonzero = 0;
         for (Py_ssize_t j = 0; j < dim; j++) {
-            double value = *src++;
-            if (!(fabs(value) < limit)) { /* also NaN */
-                bad = 1;
-                *dst++ = 0.0f;
-                continue;
+            PyObject *item = items[j];
+            if (!PyFloat_CheckExact(item)) {
+                goto not_plain;
             }
-            float single = (float)value;
-            inexact |= (double)single != value;
+            double value = PyFloat_AS_DOUBLE(item);
+            wdst[j] = value;
+            int in_range = fabs(value) < limit; /* false for NaN too */
+            double kept = in_range ? value : 0.0;
+            float single = (float)kept;
+            bad |= !in_range;
+            inexact |= (double)single != kept;
             nonzero |= single != 0.0f;
-            *dst++ = single;
+            ndst[j] = single;
         }
+        wdst += dim;
+        ndst += dim;
         flag[i] = (char)((inexact ? INEXACT : 0) | (bad ? BAD_VALUE : 0) | (nonzero ? 0 : ALL_ZERO));
     }
     return Py_BuildValue("(NNN)", wide, narrow, flags);
+
+not_plain:
+    Py_DECREF(wide);
+    Py_DECREF(narrow);
+    Py_DECREF(flags);
+    Py_RETURN_NONE;
 }
 
 static PyMethodDef pack_methods[] = {

@@ -14,18 +14,27 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+import orjson
 
 from ratatoskr.provider.cosine import F32
 from ratatoskr.provider.record_ids import MAX_ID_CHARS as MAX_ID_CHARS
 from ratatoskr.provider.record_ids import MAX_IDS as MAX_IDS
 from ratatoskr.provider.record_ids import check_id as check_id
 from ratatoskr.provider.record_ids import check_ids as check_ids
-from ratatoskr.provider.upsert_digest import UpsertDigest, pinned_digest, vector_digest
+from ratatoskr.provider.upsert_digest import (
+    BackgroundSha256,
+    UpsertDigest,
+    pinned_digest,
+    v2_digest,
+    vector_digest,
+)
 from ratatoskr.provider.vector_pack import ACCELERATED, ALL_ZERO, BAD_VALUE, INEXACT
 from ratatoskr.storage import idempotency
 from ratatoskr.wire.canonical import canonical_json, check_json_value
 from ratatoskr.wire.errors import InvalidArguments
 from ratatoskr.wire.scope import (
+    AXES,
+    MAX_VALUE_CHARS,
     Scope,
     confine_filter,
     require_inside,
@@ -51,11 +60,13 @@ CAPABILITIES: dict[str, Any] = {
 LIMITS = {"max_records": MAX_RECORDS, "max_ids": MAX_IDS, "max_top_k": MAX_TOP_K}
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Chunk:
     """A record as the store reads it: the structural surface, the vector as float32 (what
     is ranked), the float64 bytes when float32 does not hold every value exactly (else
-    ``None``), and the canonical JSON of everything but the vector."""
+    ``None``), and the canonical JSON of everything but the vector. Not frozen: a frozen
+    dataclass sets each field through ``object.__setattr__``, 3x the cost of making one,
+    and a batch makes 500."""
 
     chunk_id: str
     vector: F32
@@ -166,6 +177,65 @@ def parse_chunk(
     )
 
 
+_AXIS_NAMES = frozenset(AXES)
+_SORTED = orjson.OPT_SORT_KEYS
+_INF = float("inf")
+
+
+def plain_chunk(record: Any, checked: tuple[F32, bytes | None]) -> Chunk | None:
+    """``parse_chunk`` for the common record, in one pass with no field names built: a
+    record keyed ``id``, exact built-in types, scope values and top-level values plain.
+    ``None`` when anything is not plainly valid (or would need a closer look); the caller
+    then runs ``parse_chunk``, which decides and names the fault as always. ~3 µs a record
+    where ``parse_chunk`` takes ~9 (a tenth of a 500-record batch's time in the store)."""
+    if type(record) is not dict:
+        return None
+    chunk_id = record.get("id")
+    if type(chunk_id) is not str or not 0 < len(chunk_id) <= MAX_ID_CHARS:
+        return None
+    if not chunk_id.isascii():
+        return None  # parse_chunk checks UTF-8
+    key = "embedding" if "embedding" in record else "vector"
+    scope = record.get("scope", {})
+    if type(scope) is not dict:
+        return None
+    for axis, value in scope.items():
+        if (
+            axis not in _AXIS_NAMES
+            or type(value) is not str
+            or not 0 < len(value) <= MAX_VALUE_CHARS
+        ):
+            return None
+    origin = record.get("origin")
+    if origin is not None and type(origin) is not str:
+        return None
+    if (origin == INJECTED) != (record.get("injection_source") is not None):
+        return None
+    rest = record.copy()
+    del rest[key]
+    for name, value in rest.items():
+        if type(name) is not str:
+            return None
+        kind = type(value)
+        if kind is str or kind is int or kind is bool or value is None or name == "scope":
+            continue
+        if kind is float:
+            if not -_INF < value < _INF:
+                return None
+        elif kind is dict or kind is list:
+            try:
+                check_json_value(value, "value", None, 1)
+            except InvalidArguments:
+                return None
+        else:
+            return None
+    try:
+        rest_json = orjson.dumps(rest, option=_SORTED)
+    except (TypeError, orjson.JSONEncodeError):
+        return None
+    return Chunk(chunk_id, checked[0], checked[1], key, scope, origin, record, rest_json)
+
+
 @dataclass(frozen=True)
 class CheckedVectors:
     """A batch's vectors checked at once: per record its float32 vector (a row of
@@ -246,6 +316,12 @@ def parse_upsert(
     if not isinstance(records, list) or not 1 <= len(records) <= MAX_RECORDS:
         raise InvalidArguments(f"records must be a list of 1..{MAX_RECORDS} objects")
     checked = check_vectors(records, dim)
+    vectors_hash = None
+    all_narrow = False
+    if checked is not None and checked.all_floats:
+        # the vectors' digest on another thread, beside the per-record checks below
+        all_narrow = all(e is None for e in checked.exact)
+        vectors_hash = BackgroundSha256(checked.narrow if all_narrow else checked.wide)
     if checked is None:
         chunks = [parse_chunk(r, i, dim) for i, r in enumerate(records)]
     else:
@@ -253,22 +329,30 @@ def parse_upsert(
         # add 500 objects for the garbage collector to count, and a collection passes over
         # every young embedding list (~1 ms each time for 500 x 768)
         narrow, exact = checked.narrow, checked.exact
-        chunks = [parse_chunk(r, i, dim, (narrow[i], exact[i])) for i, r in enumerate(records)]
+        chunks = [
+            plain_chunk(r, (narrow[i], exact[i])) or parse_chunk(r, i, dim, (narrow[i], exact[i]))
+            for i, r in enumerate(records)
+        ]
     ids = [c.chunk_id for c in chunks]
     if len(set(ids)) != len(ids):
         dupes = sorted({i for i in ids if ids.count(i) > 1})
         raise InvalidArguments(f"records name the same id twice: {', '.join(dupes[:10])}")
     expected = parse_expected(expected_revisions, set(ids))
-    # The digest, made only once every record is valid: a hostile batch that fails
-    # validation is never hashed.
-    if checked is not None and checked.all_floats:
+    if checked is not None and vectors_hash is not None:
+        keys, wide = checked.keys, checked.wide
         rest = [c.rest_json for c in chunks]
-        value = vector_digest(checked.keys, rest, expected_revisions, checked.wide)
+        value = vector_digest(keys, rest, expected_revisions, all_narrow, vectors_hash.digest())
+        digest = UpsertDigest(
+            value,
+            records,
+            expected_revisions,
+            lambda: v2_digest(keys, rest, expected_revisions, wide),
+        )
     else:
-        value = pinned_digest(records, expected_revisions)
-    return UpsertCall(
-        chunks, key, klass, expected, UpsertDigest(value, records, expected_revisions)
-    )
+        digest = UpsertDigest(
+            pinned_digest(records, expected_revisions), records, expected_revisions
+        )
+    return UpsertCall(chunks, key, klass, expected, digest)
 
 
 def parse_expected(value: Any, ids: set[str]) -> dict[str, int] | None:
@@ -337,6 +421,8 @@ def confine_search(call: SearchCall, token_scope: Mapping[str, str]) -> SearchCa
 
 
 def confine_writes(chunks: list[Chunk], token_scope: Mapping[str, str]) -> None:
+    if not token_scope:
+        return  # an unconfined token: every scope lies inside it
     for chunk in chunks:
         require_inside(chunk.scope, token_scope, f"record {chunk.chunk_id}")
 
