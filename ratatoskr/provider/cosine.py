@@ -8,6 +8,8 @@ bit for bit.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import numpy.typing as npt
 
@@ -40,6 +42,20 @@ def cosine_scores(matrix: F32, query: F32, norms_of_rows: F64 | None = None) -> 
     norms *= float(np.sqrt(q @ q))
     dots /= norms
     return np.asarray(dots, dtype=np.float64)
+
+
+def cosine_rows(matrix: F32, rows: npt.NDArray[np.int64], query: F32, norms: F64) -> F64:
+    """``cosine_scores(matrix[rows], query, norms[rows])`` bit for bit (the same casts, the
+    same ``einsum`` and the same float64 operations in the same order), in fewer numpy calls:
+    the mirror rescores ~20 candidates per search, where each call's fixed cost is most of
+    the work. ``rows`` is non-empty; ``norms`` is ``row_norms`` of every row of ``matrix``."""
+    m = matrix.take(rows, axis=0).astype(np.float64)
+    q = query.astype(np.float64)
+    dots: F64 = np.einsum("ij,j->i", m, q)
+    scale = norms[rows]  # a copy: fancy indexing
+    scale *= math.sqrt(q.dot(q))  # ``q @ q``, the same BLAS dot; sqrt is correctly rounded
+    dots /= scale
+    return dots
 
 
 def rank(chunk_ids: list[str], scores: F64, top_k: int) -> list[tuple[str, float]]:

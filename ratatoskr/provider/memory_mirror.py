@@ -27,14 +27,14 @@ import math
 import os
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import apsw
 import numpy as np
 import numpy.typing as npt
 
-from ratatoskr.provider.cosine import F32, F64, cosine_scores, row_norms
-from ratatoskr.provider.memory_ranking import I64, candidates, score_rows
+from ratatoskr.provider.cosine import F32, F64, cosine_rows, rank, row_norms
+from ratatoskr.provider.memory_ranking import I64, candidates, pick, score_rows
 from ratatoskr.storage.scope_sql import placeholders
 from ratatoskr.wire.scope import AXES, Scope
 
@@ -56,12 +56,13 @@ _SCAN = (
 Payload = tuple[int, str, int, str]  # revision, vector key, float64 stored, record JSON
 
 
-@dataclass(frozen=True, slots=True)
-class Gathered:
+class Gathered(NamedTuple):
     """What the mirror holds of a search's hits, copied under its lock: per hit (in
-    ``ranked`` order) the revision, the vector key, the record JSON (``None``: not held)
-    and whether the vector sent was float64 (then its exact values are only in the file);
-    ``vectors`` are the hits' float32 rows when the embedding is wanted."""
+    ``ranked`` order) the revision and the record JSON (``None``: not held); when the
+    embedding is wanted, the hits' float32 rows (``vectors``), the key each vector goes
+    back under (``keys``) and whether it was sent as float64 (``wide``: then its exact
+    values are only in the file). ``keys`` and ``wide`` are empty without ``vectors``. A
+    named tuple: made once per search, it costs less than a frozen dataclass."""
 
     ranked: list[tuple[str, float]]
     revisions: list[int]
@@ -73,11 +74,13 @@ class Gathered:
     def unheld(self) -> list[str]:
         """The hits to read from SQLite: a record not held, or an embedding stored in
         float64 (the mirror has only its float32 rounding)."""
-        with_vector = self.vectors is not None
+        if None not in self.records and True not in self.wide:
+            return []  # the common case, without a pass in Python
+        wide = self.wide or [False] * len(self.records)
         return [
             cid
-            for (cid, _), record, wide in zip(self.ranked, self.records, self.wide, strict=True)
-            if record is None or (with_vector and wide)
+            for (cid, _), record, sent_wide in zip(self.ranked, self.records, wide, strict=True)
+            if record is None or sent_wide
         ]
 
 
@@ -113,6 +116,7 @@ class VectorMirror:
         self.loading = False  # read without the lock: searches go to SQL while it is True
         self.generation = 0  # bumped before every change to the rows: a search's proof of
         # currency (``memory_hits.CurrentMark``) holds only while it stays the same
+        self._starts: list[tuple[npt.NDArray[np.int32], ...] | None] = [None] * len(AXES)
         self._reset(0)
 
     @property
@@ -360,21 +364,32 @@ class VectorMirror:
         code = self.values[axis_index].get(value)
         if code is None:
             return np.zeros(0, dtype=np.int64)
-        codes = self.codes[axis_index]
-        parts = []
-        if self.sorted_n:
-            ordered = self._sorted_codes[axis_index]
-            key = np.int32(code)  # a Python int would make searchsorted copy the array
-            lo = int(ordered.searchsorted(key, side="left"))
-            hi = int(ordered.searchsorted(key, side="right"))
+        grouped = None
+        starts = self._code_starts(axis_index) if self.sorted_n else None
+        if starts is not None and code + 1 < len(starts):  # else: a value new since the load
+            lo, hi = starts.item(code), starts.item(code + 1)
             grouped = self._by_code[axis_index][lo:hi].astype(np.int64)
-            parts.append(grouped[codes[grouped] == code] if self.dead else grouped)
-        if self.n > self.sorted_n:
-            tail = np.flatnonzero(codes[self.sorted_n : self.n] == code)
-            parts.append(tail + self.sorted_n)
-        if not parts:
-            return np.zeros(0, dtype=np.int64)
-        return parts[0] if len(parts) == 1 else np.concatenate(parts)
+            if self.dead:
+                grouped = grouped[self.codes[axis_index, grouped] == code]
+        if self.n == self.sorted_n:
+            return grouped if grouped is not None else np.zeros(0, dtype=np.int64)
+        tail = np.flatnonzero(self.codes[axis_index, self.sorted_n : self.n] == code)
+        tail += self.sorted_n
+        return tail if grouped is None else np.concatenate((grouped, tail))
+
+    def _code_starts(self, axis_index: int) -> npt.NDArray[np.int32]:
+        """Per code, where its rows start in the axis's grouped order (the next code's
+        start is where they end). Made by the first search after a load (noted with the
+        order it indexes), so a posting costs two lookups, not two binary searches over
+        the whole mirror, whose cache misses cost a small search more than its slice."""
+        ordered = self._sorted_codes[axis_index]
+        noted = self._starts[axis_index]
+        if noted is not None and noted[0] is ordered:
+            return noted[1]
+        top = int(ordered[-1]) if len(ordered) else 0
+        starts = ordered.searchsorted(np.arange(top + 2, dtype=np.int32)).astype(np.int32)
+        self._starts[axis_index] = (ordered, starts)
+        return starts
 
     def _conjunction(self, scope: Scope) -> I64:
         """Rows holding every pair of ``scope`` (non-empty): the rarest pair's rows, kept
@@ -435,22 +450,29 @@ class VectorMirror:
         of those hits, copied (call under the lock), so the hits are built after it is
         released."""
         ranked, hit_rows = self._top(rows, query, top_k)
-        at = np.array(hit_rows, dtype=np.int64)
-        revisions, keys, records = self.revisions, self.keys, self.records
+        keys: list[str] = []
+        wide: list[bool] = []
+        vectors = None
+        if with_vectors:
+            at = np.array(hit_rows, dtype=np.int64)
+            keys = pick(self.keys, hit_rows)
+            wide = self.wide[at].tolist()
+            vectors = self.matrix[at]
         return Gathered(
             ranked,
-            [revisions[r] for r in hit_rows],
-            [keys[r] for r in hit_rows],
-            [records[r] for r in hit_rows],
-            self.wide[at].tolist(),
-            self.matrix[at] if with_vectors else None,
+            pick(self.revisions, hit_rows),
+            keys,
+            pick(self.records, hit_rows),
+            wide,
+            vectors,
         )
 
     def _top(
         self, rows: I64 | None, query: F32, top_k: int
     ) -> tuple[list[tuple[str, float]], list[int]]:
         """The exact top_k among ``rows`` as (id, score), and their rows."""
-        unit: F32 = query * np.float32(1.0 / math.sqrt(float(query @ query)))
+        # ``dot``: the same BLAS dot as ``@`` on 1-d arrays, without the gufunc machinery
+        unit: F32 = query * np.float32(1.0 / math.sqrt(float(query.dot(query))))
         if rows is None:
             scores: F32 = self.matrix[: self.n] @ unit
             scores *= self.inv_norms[: self.n]
@@ -461,10 +483,14 @@ class VectorMirror:
             if len(rows) == 0:
                 return [], []
             picked = rows[candidates(score_rows(self.matrix, self.inv_norms, rows, unit), top_k)]
-        exact = cosine_scores(self.matrix[picked], query, self.norms[picked])
+        if not len(picked):
+            return [], []
+        exact = cosine_rows(self.matrix, picked, query, self.norms)
         ids = self.ids
-        at = picked.tolist()
-        # (score desc, id asc) as ``cosine.rank`` orders; ids are unique, so the rows
-        # riding along never decide the order
-        ordered = sorted(zip((-exact).tolist(), [ids[r] for r in at], at, strict=True))[:top_k]
-        return [(cid, -negated) for negated, cid, _ in ordered], [r for _, _, r in ordered]
+        order = exact.argsort()[: -top_k - 2 : -1]  # the hits and the next, descending
+        scores = exact[order].tolist()
+        if len(set(scores)) == len(scores):  # no tie (the rule): the scores alone order
+            at = picked[order[:top_k]].tolist()  # the hits; only their ids are read
+            return list(zip(pick(ids, at), scores, strict=False)), at
+        ranked = rank([ids[r] for r in picked.tolist()], exact, top_k)  # ties: by id
+        return ranked, [self.rows[cid] for cid, _ in ranked]

@@ -7,10 +7,14 @@ the matrix (a view, no copy); only rows in short runs are gathered. Gathering 10
 
 Ranking is two-step and exact: float32 scores pick ``top_k + CANDIDATE_MARGIN`` candidates,
 widened to every row within ``SCORE_EPSILON`` of the k-th when the cut is crowded, and
-``cosine.cosine_scores`` (the reference store's function) gives the final float64 scores.
+``cosine.cosine_scores`` (the reference store's function; the mirror calls ``cosine_rows``,
+its bits in fewer numpy calls) gives the final float64 scores.
 """
 
 from __future__ import annotations
+
+from operator import itemgetter
+from typing import TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -21,8 +25,10 @@ CANDIDATE_MARGIN = 8
 SCORE_EPSILON = 2e-4
 RUN_MIN = 16  # a run this long is cheaper to score as a slice than to gather
 SORT_MAX = 256  # up to this many scores, one sort is cheaper than the partitions
+_EPSILON32 = np.float32(SCORE_EPSILON)
 
 I64 = npt.NDArray[np.int64]
+T = TypeVar("T")
 
 
 def score_rows(matrix: F32, inv_norms: F32, rows: I64, unit_query: F32) -> F32:
@@ -33,7 +39,8 @@ def score_rows(matrix: F32, inv_norms: F32, rows: I64, unit_query: F32) -> F32:
         return out
     first, last = int(rows[0]), int(rows[-1])
     if last - first + 1 == count:  # one run: a view, no gather
-        np.matmul(matrix[first : last + 1], unit_query, out=out)
+        # ``dot``: the BLAS gemv ``np.matmul`` calls, without the gufunc machinery
+        matrix[first : last + 1].dot(unit_query, out)
         out *= inv_norms[first : last + 1]
         return out
     breaks = np.flatnonzero(np.diff(rows) != 1) + 1
@@ -79,12 +86,20 @@ def candidates(scores: F32, top_k: int) -> I64:
 def _candidates_by_sort(scores: F32, top_k: int, want: int) -> I64:
     """``candidates`` by one sort: the same cut (the bound in float32, as there) at about
     half the cost for the few hundred rows of a small scope (one end_user)."""
-    top = np.argsort(scores)[::-1][:want]  # descending; ties in any order, as a partition
-    near = scores[top]
-    last = near[want - 1]
+    top = scores.argsort()[-want:]  # ascending; ties in any order, as a partition
+    last = scores[top[0]]  # the want-th highest
     if last == -np.inf:  # fewer than ``want`` live rows: all of them
         return np.flatnonzero(scores > -np.inf)
-    bound = near[top_k - 1] - np.float32(SCORE_EPSILON)
+    bound = scores[top[want - top_k]] - _EPSILON32  # below the top_k-th highest
     if last >= bound:  # a crowded cut: take every near tie
         return np.flatnonzero(scores >= bound)
-    return top.astype(np.int64)
+    return top
+
+
+def pick(items: list[T], rows: list[int]) -> list[T]:
+    """``[items[r] for r in rows]`` in one C loop, for what the mirror holds of the hits: their
+    objects lie anywhere in memory, and there the reads (cache misses) overlap instead of
+    waiting one after another."""
+    if len(rows) < 2:
+        return [items[r] for r in rows]
+    return list(itemgetter(*rows)(items))

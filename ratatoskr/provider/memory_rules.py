@@ -411,7 +411,12 @@ def parse_search(
         or not 0 < fidelity_target <= 1
     ):
         raise InvalidArguments("fidelity_target must be null or a number in (0, 1]")
-    all_, any_ = validate_filter(scope_all, scope_any)
+    all_: Scope
+    any_: list[Scope] = []
+    if scope_any is None and isinstance(scope_all, dict):  # ``validate_filter``'s answer
+        all_ = validate_scope(scope_all, "scope_all")
+    else:
+        all_, any_ = validate_filter(scope_all, scope_any)
     return SearchCall(query, top_k, all_, any_, include_embedding)
 
 
@@ -430,9 +435,11 @@ def confine_writes(chunks: list[Chunk], token_scope: Mapping[str, str]) -> None:
 def search_hit(
     record: dict[str, Any], chunk_id: str, score: float, revision: int, include_embedding: bool
 ) -> dict[str, Any]:
-    """One search result: the chunk verbatim, its score, its recalled view and revision."""
+    """One search result: the chunk verbatim, its score, its recalled view and revision.
+    ``record`` is the caller's to give away: without the embedding it is copied only when
+    it holds a vector key (a record read back without its vector usually holds none)."""
     chunk = record
-    if not include_embedding:
+    if not include_embedding and ("embedding" in record or "vector" in record):  # VECTOR_KEYS
         chunk = {k: v for k, v in record.items() if k not in VECTOR_KEYS}
     view = chunk.get("distillate", chunk)
     return {
