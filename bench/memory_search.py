@@ -326,7 +326,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--batch", type=int, default=BATCH, help="records per upsert_many (1..1000)"
     )
     parser.add_argument("--seed", type=int, default=20240607)
-    parser.add_argument("--out", type=Path, default=Path("docs/performance.md"))
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="the report (default docs/performance.md; bench-quick.md with --quick, so a "
+        "quick run never overwrites the committed report)",
+    )
     parser.add_argument("--keep", action="store_true", help="keep the database directory")
     parser.add_argument(
         "--peers", action="store_true", help="also time Chroma and LanceDB (the peers extra)"
@@ -334,6 +340,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.n is None:
         args.n = 10_000 if args.quick else 100_000
+    if args.out is None:
+        args.out = Path("bench-quick.md" if args.quick else "docs/performance.md")
     if args.n < TOP_K or args.dim < 1 or args.queries < 1 or not 1 <= args.batch <= 1000:
         parser.error("--n must be >= 10, --dim and --queries >= 1, --batch 1..1000")
     return args
