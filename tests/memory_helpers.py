@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
+
+import numpy as np
 
 from ratatoskr.wire.context import CallContext
 
@@ -23,3 +26,13 @@ def chunk(chunk_id: str, vector: list[float], **fields: Any) -> dict[str, Any]:
     }
     record.update(fields)
     return record
+
+
+def random_chunks(
+    rng: np.random.Generator, ids: Sequence[str], users: Sequence[str]
+) -> list[dict[str, Any]]:
+    """Chunks with random vectors, the i-th in the end_user ``users[i % len(users)]``."""
+    return [
+        chunk(cid, rng.standard_normal(DIM).tolist(), scope={"end_user": users[i % len(users)]})
+        for i, cid in enumerate(ids)
+    ]

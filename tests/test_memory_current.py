@@ -23,7 +23,7 @@ from ratatoskr.provider.cosine import row_norms
 from ratatoskr.provider.memory_ranking import SORT_MAX, _candidates_by_sort, candidates
 from ratatoskr.provider.memory_store import RatatoskrMemoryStore, open_memory_store
 from ratatoskr.wire.errors import InvalidArguments
-from tests.memory_helpers import CTX, DIM, chunk, vec
+from tests.memory_helpers import CTX, DIM, chunk, random_chunks, vec
 
 
 def no_transaction() -> Any:
@@ -58,10 +58,7 @@ def pair(tmp_path: Path) -> Iterator[tuple[RatatoskrMemoryStore, RatatoskrMemory
     store = open_memory_store(path, embedding_dim=DIM)
     sql_only = open_memory_store(path, embedding_dim=DIM, mirror_bytes=0)
     rng = np.random.default_rng(5)
-    records = [
-        chunk(f"c{i:02d}", rng.standard_normal(DIM).tolist(), scope={"end_user": f"u{i % 4}"})
-        for i in range(40)
-    ]
+    records = random_chunks(rng, [f"c{i:02d}" for i in range(40)], ["u0", "u1", "u2", "u3"])
     store.upsert_many(records, idempotency_key="fill", ctx=CTX)
     yield store, sql_only
     store.close()

@@ -17,7 +17,7 @@ from ratatoskr.provider.cosine import cosine_rows, cosine_scores, row_norms
 from ratatoskr.provider.memory_ranking import score_rows
 from ratatoskr.provider.memory_reference import ReferenceMemoryStore
 from ratatoskr.provider.memory_store import open_memory_store
-from tests.memory_helpers import CTX, DIM, chunk, vec
+from tests.memory_helpers import CTX, DIM, chunk, random_chunks, vec
 
 USERS = ["u0", "u1", "u2"]
 
@@ -158,17 +158,11 @@ def test_values_first_seen_after_the_load(tmp_path: Path) -> None:
     ours = open_memory_store(path, embedding_dim=DIM)
     sql_only = open_memory_store(path, embedding_dim=DIM, mirror_bytes=0)
     rng = np.random.default_rng(4)
-    first = [
-        chunk(f"a{i}", rng.standard_normal(DIM).tolist(), scope={"end_user": f"u{i % 3}"})
-        for i in range(30)
-    ]
+    first = random_chunks(rng, [f"a{i}" for i in range(30)], ["u0", "u1", "u2"])
     ours.upsert_many(first, idempotency_key="a", ctx=CTX)
     query = rng.standard_normal(DIM).tolist()
     assert ours.search(query, top_k=5, scope_all={"end_user": "u1"})  # loads the mirror
-    later = [
-        chunk(f"b{i}", rng.standard_normal(DIM).tolist(), scope={"end_user": f"new{i % 2}"})
-        for i in range(10)
-    ]
+    later = random_chunks(rng, [f"b{i}" for i in range(10)], ["new0", "new1"])
     later.append(chunk("moved", rng.standard_normal(DIM).tolist(), scope={"end_user": "u1"}))
     ours.upsert_many(later, idempotency_key="b", ctx=CTX)
     ours.delete_many(["a1", "a4"])

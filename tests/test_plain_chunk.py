@@ -1,5 +1,6 @@
 """``memory_rules.plain_chunk``, the one-pass check of a common record: it accepts a record
-only as ``parse_chunk`` would, with the same result, and leaves every other to it."""
+only as ``check_chunk`` (field by field) would, with the same result, and leaves every other
+to it."""
 
 from __future__ import annotations
 
@@ -64,15 +65,15 @@ def records(draw: st.DrawFn) -> Any:
 
 
 @given(records())
-def test_plain_chunk_accepts_only_what_parse_chunk_accepts_and_agrees(record: Any) -> None:
+def test_plain_chunk_accepts_only_what_check_chunk_accepts_and_agrees(record: Any) -> None:
     fast = rules.plain_chunk(record, CHECKED)
     try:
-        slow = rules.parse_chunk(record, 0, DIM, CHECKED)
+        slow = rules.check_chunk(record, 0, DIM, CHECKED)
     except InvalidArguments:
         assert fast is None
         return
     if fast is None:
-        return  # left to parse_chunk, which is allowed
+        return  # left to check_chunk, which is allowed
     assert (fast.chunk_id, fast.vector_key, fast.scope, fast.origin, fast.rest_json) == (
         slow.chunk_id,
         slow.vector_key,
@@ -95,4 +96,4 @@ def test_a_common_record_takes_the_one_pass_path() -> None:
     }
     chunk = rules.plain_chunk(record, CHECKED)
     assert chunk is not None
-    assert chunk.rest_json == rules.parse_chunk(record, 0, DIM, CHECKED).rest_json
+    assert chunk.rest_json == rules.check_chunk(record, 0, DIM, CHECKED).rest_json

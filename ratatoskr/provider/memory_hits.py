@@ -71,47 +71,22 @@ def _hit_from_row(row: Row, score: float, include_embedding: bool) -> dict[str, 
     return rules.search_hit(record, row[0], score, row[1], include_embedding)
 
 
-def _with_vector(record: dict[str, Any], key: str, vector: list[float]) -> dict[str, Any]:
-    record[key] = vector
-    return record
-
-
 def mirror_hits(
     gathered: Gathered, include_embedding: bool, fetched: dict[str, Row]
 ) -> list[dict[str, Any]]:
     """The hits of ``gathered``; ``fetched`` holds the rows of its ``unheld`` ids, read in
     a snapshot the mirror was current with."""
-    loads, hit = orjson.loads, rules.search_hit
-    ranked, records, revisions = gathered.ranked, gathered.records, gathered.revisions
-    if not fetched and gathered.vectors is None:  # every record held: one comprehension
-        return [
-            hit(loads(held), cid, score, revision, include_embedding)  # type: ignore[arg-type]
-            for (cid, score), held, revision in zip(ranked, records, revisions, strict=True)
-        ]
-    if not fetched and gathered.vectors is not None:
-        return [
-            hit(
-                _with_vector(loads(held), key, vector),  # type: ignore[arg-type]
-                cid,
-                score,
-                revision,
-                include_embedding,
-            )
-            for (cid, score), held, revision, key, vector in zip(
-                ranked, records, revisions, gathered.keys, gathered.vectors.tolist(), strict=True
-            )
-        ]
     vectors = gathered.vectors.tolist() if gathered.vectors is not None else None
     hits = []
     for i, (cid, score) in enumerate(gathered.ranked):
-        row = fetched.get(cid)
+        row = fetched.get(cid) if fetched else None
         if row is not None:
             hits.append(_hit_from_row(row, score, include_embedding))
             continue
-        record = loads(gathered.records[i])  # type: ignore[arg-type]  # held: not None
+        record = orjson.loads(gathered.records[i])  # type: ignore[arg-type]  # held: not None
         if vectors is not None:
             record[gathered.keys[i]] = vectors[i]
-        hits.append(hit(record, cid, score, gathered.revisions[i], include_embedding))
+        hits.append(rules.search_hit(record, cid, score, gathered.revisions[i], include_embedding))
     return hits
 
 
