@@ -1,7 +1,9 @@
-"""Only the optional C accelerator; everything else about the package is in pyproject.toml.
+"""Only the optional C accelerators (packing vectors; the scoped search's candidate cut);
+everything else about the package is in pyproject.toml.
 
 ``optional=True``: where no C compiler is found the install still succeeds and the store
-runs its pure-Python path (same results, slower ``upsert_many``).
+runs its pure-Python and numpy paths (same results, slower ``upsert_many`` and small
+scoped searches).
 """
 
 from setuptools import Extension, setup
@@ -13,6 +15,12 @@ setup(
             ["ratatoskr/provider/_pack.c"],
             optional=True,
             extra_compile_args=["-O2"],
-        )
+        ),
+        Extension(
+            "ratatoskr.provider._rank",
+            ["ratatoskr/provider/_rank.c"],
+            optional=True,
+            extra_compile_args=["-O3", "-ffp-contract=off"],  # exact sums: see _rank.c
+        ),
     ]
 )

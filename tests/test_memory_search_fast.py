@@ -10,9 +10,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ratatoskr.provider import memory_ranking
 from ratatoskr.provider.cosine import cosine_rows, cosine_scores, row_norms
 from ratatoskr.provider.memory_ranking import score_rows
 from ratatoskr.provider.memory_reference import ReferenceMemoryStore
@@ -104,18 +106,24 @@ FILTERS: list[dict[str, Any]] = [
 ]
 
 
+@pytest.mark.parametrize("accelerated", [True, False], ids=["C-cut", "numpy-cut"])
 @settings(max_examples=40)
 @given(stores(), st.integers(0, 2**32 - 1))
 def test_mirror_search_is_the_reference_to_the_last_bit(
     tmp_path_factory: Any,
+    accelerated: bool,
     batches: tuple[list[dict[str, Any]], list[dict[str, Any]]],
     seed: int,
 ) -> None:
+    """With the C candidate cut and without it (an install without a compiler)."""
     first, second = batches
     path = str(tmp_path_factory.mktemp("fast") / "m.db")
     ours = open_memory_store(path, embedding_dim=DIM)
     ref = ReferenceMemoryStore(DIM)
     rng = np.random.default_rng(seed)
+    saved = memory_ranking.RANK_ACCELERATED
+    if not accelerated:
+        memory_ranking.RANK_ACCELERATED = None
     try:
         for key, batch in (("first", first), ("second", second)):
             for store in (ours, ref):
@@ -129,6 +137,7 @@ def test_mirror_search_is_the_reference_to_the_last_bit(
                         assert exactly(ours.search(query, **args)) == expected, (key, args)
                         assert exactly(ours.search(query, **args)) == expected  # no transaction
     finally:
+        memory_ranking.RANK_ACCELERATED = saved
         ours.close()
 
 

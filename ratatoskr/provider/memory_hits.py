@@ -76,7 +76,7 @@ def mirror_hits(
 ) -> list[dict[str, Any]]:
     """The hits of ``gathered``; ``fetched`` holds the rows of its ``unheld`` ids, read in
     a snapshot the mirror was current with."""
-    vectors = gathered.vectors.tolist() if gathered.vectors is not None else None
+    vectors = gathered.vectors
     hits = []
     for i, (cid, score) in enumerate(gathered.ranked):
         row = fetched.get(cid) if fetched else None

@@ -34,7 +34,13 @@ import numpy as np
 import numpy.typing as npt
 
 from ratatoskr.provider.cosine import F32, F64, cosine_rows, rank, row_norms
-from ratatoskr.provider.memory_ranking import I64, candidates, pick, score_rows
+from ratatoskr.provider.memory_ranking import (
+    I64,
+    candidates,
+    pick,
+    row_lists,
+    scoped_candidates,
+)
 from ratatoskr.storage.scope_sql import placeholders
 from ratatoskr.wire.scope import AXES, Scope
 
@@ -59,7 +65,8 @@ Payload = tuple[int, str, int, str]  # revision, vector key, float64 stored, rec
 class Gathered(NamedTuple):
     """What the mirror holds of a search's hits, copied under its lock: per hit (in
     ``ranked`` order) the revision and the record JSON (``None``: not held); when the
-    embedding is wanted, the hits' float32 rows (``vectors``), the key each vector goes
+    embedding is wanted, the hits' float32 rows as lists of floats (``vectors``: built
+    under the lock, as the rows may change after it), the key each vector goes
     back under (``keys``) and whether it was sent as float64 (``wide``: then its exact
     values are only in the file). ``keys`` and ``wide`` are empty without ``vectors``. A
     named tuple: made once per search, it costs less than a frozen dataclass."""
@@ -69,7 +76,7 @@ class Gathered(NamedTuple):
     keys: list[str]
     records: list[str | None]
     wide: list[bool]
-    vectors: F32 | None
+    vectors: list[list[float]] | None
 
     def unheld(self) -> list[str]:
         """The hits to read from SQLite: a record not held, or an embedding stored in
@@ -457,7 +464,7 @@ class VectorMirror:
             at = np.array(hit_rows, dtype=np.int64)
             keys = pick(self.keys, hit_rows)
             wide = self.wide[at].tolist()
-            vectors = self.matrix[at]
+            vectors = row_lists(self.matrix, at)
         return Gathered(
             ranked,
             pick(self.revisions, hit_rows),
@@ -471,9 +478,9 @@ class VectorMirror:
         self, rows: I64 | None, query: F32, top_k: int
     ) -> tuple[list[tuple[str, float]], list[int]]:
         """The exact top_k among ``rows`` as (id, score), and their rows."""
-        # ``dot``: the same BLAS dot as ``@`` on 1-d arrays, without the gufunc machinery
-        unit: F32 = query * np.float32(1.0 / math.sqrt(float(query.dot(query))))
         if rows is None:
+            # ``dot``: the same BLAS dot as ``@`` on 1-d arrays, without the gufunc machinery
+            unit: F32 = query * np.float32(1.0 / math.sqrt(float(query.dot(query))))
             scores: F32 = self.matrix[: self.n] @ unit
             scores *= self.inv_norms[: self.n]
             if self.dead:
@@ -482,7 +489,7 @@ class VectorMirror:
         else:
             if len(rows) == 0:
                 return [], []
-            picked = rows[candidates(score_rows(self.matrix, self.inv_norms, rows, unit), top_k)]
+            picked = scoped_candidates(self.matrix, self.inv_norms, rows, query, top_k)
         if not len(picked):
             return [], []
         exact = cosine_rows(self.matrix, picked, query, self.norms)

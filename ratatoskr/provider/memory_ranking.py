@@ -8,11 +8,16 @@ the matrix (a view, no copy); only rows in short runs are gathered. Gathering 10
 Ranking is two-step and exact: float32 scores pick ``top_k + CANDIDATE_MARGIN`` candidates,
 widened to every row within ``SCORE_EPSILON`` of the k-th when the cut is crowded, and
 ``cosine.cosine_scores`` (the reference store's function; the mirror calls ``cosine_rows``,
-its bits in fewer numpy calls) gives the final float64 scores.
+the same bits without gathering the rows) gives the final float64 scores.
+
+For a scope of at most ``ACCELERATED_MAX_ROWS`` rows the C accelerator (``_rank.c``) makes
+the cut in one pass over the rows where they lie (``scoped_candidates``); without it, or for
+more rows, numpy does. Both keep the same rule, so both hold the exact top_k.
 """
 
 from __future__ import annotations
 
+import math
 from operator import itemgetter
 from typing import TypeVar
 
@@ -20,10 +25,15 @@ import numpy as np
 import numpy.typing as npt
 
 from ratatoskr.provider.cosine import F32
+from ratatoskr.provider.rank_accel import RANK_ACCELERATED
 
 CANDIDATE_MARGIN = 8
 SCORE_EPSILON = 2e-4
 RUN_MIN = 16  # a run this long is cheaper to score as a slice than to gather
+# Up to this many admitted rows the C cut (``_rank.c``) is used: it reads each row where it
+# lies, where numpy gathers scattered rows and pays a dozen calls' fixed costs; above it,
+# rows mostly sit in long runs (a tenant) that BLAS scores as fast.
+ACCELERATED_MAX_ROWS = 4096
 SORT_MAX = 256  # up to this many scores, one sort is cheaper than the partitions
 _EPSILON32 = np.float32(SCORE_EPSILON)
 
@@ -65,6 +75,19 @@ def score_rows(matrix: F32, inv_norms: F32, rows: I64, unit_query: F32) -> F32:
     return out
 
 
+def scoped_candidates(matrix: F32, inv_norms: F32, rows: I64, query: F32, top_k: int) -> I64:
+    """The rows among ``rows`` (sorted, distinct, non-empty) that could belong to the exact
+    top_k of ``query``: ``rows[candidates(score_rows(...), top_k)]``, the same cut, by the C
+    accelerator in one pass when it was built and the rows are few."""
+    if RANK_ACCELERATED is not None and len(rows) <= ACCELERATED_MAX_ROWS:
+        cut = RANK_ACCELERATED.scoped_candidates(
+            matrix, inv_norms, rows, query, top_k, top_k + CANDIDATE_MARGIN, SCORE_EPSILON
+        )
+        return np.frombuffer(cut, dtype=np.int64)
+    unit: F32 = query * np.float32(1.0 / math.sqrt(float(query.dot(query))))
+    return rows[candidates(score_rows(matrix, inv_norms, rows, unit), top_k)]
+
+
 def candidates(scores: F32, top_k: int) -> I64:
     """Positions in ``scores`` that could belong to the exact top_k (-inf never does)."""
     want = top_k + CANDIDATE_MARGIN
@@ -94,6 +117,15 @@ def _candidates_by_sort(scores: F32, top_k: int, want: int) -> I64:
     if last >= bound:  # a crowded cut: take every near tie
         return np.flatnonzero(scores >= bound)
     return top
+
+
+def row_lists(matrix: F32, rows: I64) -> list[list[float]]:
+    """``matrix[rows].tolist()``: the hits' embeddings, read in place by the C accelerator
+    (numpy copies the rows first, then converts them one value at a time)."""
+    if RANK_ACCELERATED is not None:
+        lists: list[list[float]] = RANK_ACCELERATED.rows_to_lists(matrix, rows, matrix.shape[1])
+        return lists
+    return matrix[rows].tolist()  # type: ignore[no-any-return]
 
 
 def pick(items: list[T], rows: list[int]) -> list[T]:
