@@ -134,12 +134,14 @@ codes (`memory_mirror.py`). Before ranking, the search reads the head of the `me
 log inside its own read transaction and applies what it has not seen, so it answers from
 exactly the snapshot it reads (read-your-writes across workers). The mirror's rows are sorted
 by (tenant, group, end_user, agent_self) when it loads, so one tenant, or one end_user inside
-it, is a contiguous slice: a scoped search scores the slice in place with one float32
-mat-vec (`memory_ranking.py`) and gathers only rows in short runs (a scattered axis such as
+it, is a contiguous slice: a scoped search of up to 4,096 rows is scored in one C pass over
+the rows where they lie (`_rank.c`), a larger one with one float32 mat-vec per run of rows
+(`memory_ranking.py`), gathering only rows in short runs (a scattered axis such as
 `agent_self`, and rows written since the load, which sit in an unsorted tail until the
 mirror regroups). The float32 scores pick `top_k + 8` candidates (widened to every row within
 `2e-4` of the k-th when the cut is crowded), which are rescored in float64 by the reference
-store's own function and ordered by (score desc, chunk_id asc): exact by construction. When
+store's own function (`cosine.py`, its sums in one stated order, in C or numpy alike) and
+ordered by (score desc, chunk_id asc): exact by construction. When
 the mirror would exceed `RATATOSKR_MEMORY_MIRROR_BYTES` the same two-step ranking runs in SQL
 (`vec0` KNN unscoped, `WHERE scope ORDER BY vec_distance_cosine` scoped, in
 `memory_sql_search.py`). Over HTTP, a search whose work is small for sure (the mirror is

@@ -29,6 +29,15 @@
 
 #define LANES 64 /* independent partial sums: four AVX-512 (eight AVX2) registers, so the
                   * multiply-adds of one row overlap instead of waiting on each other */
+/* Rows asked of memory ahead of the one being scored: a scope's rows are cold (each search
+ * reads another user's), and asking early overlaps their reads: 1M x 384, two end_users
+ * (~2,000 rows in two runs): 0.66-0.69 -> 0.62-0.63 ms per search. */
+#define PREFETCH_ROWS 4
+#if defined(__GNUC__)
+#define PREFETCH(address) __builtin_prefetch(address)
+#else
+#define PREFETCH(address) ((void)(address))
+#endif
 #define RELEASE_GIL_FLOATS 65536 /* below this much work, releasing the GIL costs more */
 
 #if defined(__GNUC__) && defined(__x86_64__) && !defined(__clang__)
@@ -108,6 +117,15 @@ cut_rows(Cut *c)
         long long row = c->rows[i];
         if (row < 0 || row >= c->capacity) {
             return -1;
+        }
+        if (i + PREFETCH_ROWS < c->n) {
+            long long ahead = c->rows[i + PREFETCH_ROWS];
+            if (ahead >= 0 && ahead < c->capacity) {
+                const char *line = (const char *)(c->matrix + ahead * c->dim);
+                for (Py_ssize_t b = 0; b < c->dim * 4; b += 64) {
+                    PREFETCH(line + b);
+                }
+            }
         }
         float s = dot_f32(c->matrix + row * c->dim, c->query, c->dim) * scale * c->inv_norms[row];
         c->scores[i] = s;

@@ -445,7 +445,7 @@ class VectorMirror:
             for branch in branches:
                 mask[branch] = True
             return np.flatnonzero(mask)
-        merged = np.sort(np.concatenate(branches))
+        merged = np.sort(np.concatenate(branches), kind="stable")  # merges the sorted runs
         return merged[np.concatenate(([True], merged[1:] != merged[:-1]))]
 
     def admitted_count(self, rows: I64 | None) -> int:
