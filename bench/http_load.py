@@ -235,6 +235,13 @@ async def main_async(args: argparse.Namespace) -> int:
             os.killpg(server.pid, signal.SIGTERM)
             server.wait(timeout=60)
     n = len(latencies)
+    if not n:
+        print(
+            f"no search succeeded in {args.duration:.0f} s ({errors:,} errors): see the "
+            "server's log above",
+            file=sys.stderr,
+        )
+        return 1
     spent = {pid: server1.get(pid, 0.0) - server0.get(pid, 0.0) for pid in server1}
     used = sum(spent.values())
     shares = ", ".join(f"{s / args.duration:.0%}" for s in sorted(spent.values(), reverse=True))

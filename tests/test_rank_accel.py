@@ -12,8 +12,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ratatoskr.provider import memory_ranking
-from ratatoskr.provider.cosine import cosine_scores
-from ratatoskr.provider.memory_ranking import CANDIDATE_MARGIN, SCORE_EPSILON, scoped_candidates
+from ratatoskr.provider.cosine import cosine_rows, cosine_scores, rank, row_norms
+from ratatoskr.provider.memory_ranking import (
+    CANDIDATE_MARGIN,
+    SCORE_EPSILON,
+    SETTLED_MAX,
+    scoped_candidates,
+)
 from ratatoskr.provider.rank_accel import RANK_ACCELERATED
 
 F32 = np.float32
@@ -165,3 +170,39 @@ def test_row_lists_refuse_rows_outside_the_matrix() -> None:
         RANK_ACCELERATED.rows_to_lists(matrix, np.array([2], dtype=np.int64), 3)
     with pytest.raises(ValueError, match="shapes"):
         RANK_ACCELERATED.rows_to_lists(matrix, np.array([0], dtype=np.int64), 4)
+
+
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture])  # one cut per run
+@given(cuts())
+def test_settled_top_is_the_ranking_whenever_it_answers(
+    accelerated: bool, cut: tuple[np.ndarray, np.ndarray, np.ndarray, int]
+) -> None:
+    """Its order is ``cosine.rank``'s (score desc, id asc) to the last bit; it declines
+    (``None``) exactly when two of the top_k + 1 best scores are equal (ids settle those)."""
+    matrix, query, rows, top_k = cut
+    norms = row_norms(matrix)
+    got = memory_ranking.settled_top(matrix, rows, query, norms, top_k)
+    exact = cosine_rows(matrix, rows, query, norms)
+    ids = [f"id{r:06d}" for r in rows.tolist()]
+    if got is None:
+        best = np.sort(exact)[::-1][: top_k + 1].tolist()
+        assert len(set(best)) < len(best)
+        return
+    hit_rows, scores = got
+    expected = rank(ids, exact, top_k)
+    assert [f"id{r:06d}" for r in hit_rows] == [cid for cid, _ in expected]
+    assert np.array(scores).tobytes() == np.array([s for _, s in expected]).tobytes()
+
+
+def test_settled_top_beyond_its_c_limit_orders_with_numpy() -> None:
+    rng = np.random.default_rng(4)
+    matrix = rng.standard_normal((300, 8)).astype(F32)
+    rows = np.arange(300, dtype=np.int64)
+    query = rng.standard_normal(8).astype(F32)
+    got = memory_ranking.settled_top(matrix, rows, query, row_norms(matrix), SETTLED_MAX + 36)
+    assert got is not None and len(got[0]) == SETTLED_MAX + 36
+    exact = cosine_rows(matrix, rows, query, row_norms(matrix))
+    assert got[0] == np.argsort(-exact, kind="stable")[: SETTLED_MAX + 36].tolist()
+    assert RANK_ACCELERATED is not None
+    with pytest.raises(ValueError, match="top_k"):
+        RANK_ACCELERATED.settled_top(matrix, rows, query, row_norms(matrix), SETTLED_MAX + 1)

@@ -38,6 +38,7 @@
 #else
 #define PREFETCH(address) ((void)(address))
 #endif
+#define SETTLED_MAX 64 /* settled_top's largest top_k; numpy orders larger ones */
 #define RELEASE_GIL_FLOATS 65536 /* below this much work, releasing the GIL costs more */
 
 #if defined(__GNUC__) && defined(__x86_64__) && !defined(__clang__)
@@ -281,6 +282,77 @@ done:
     return result;
 }
 
+/* The arguments of exact_cosine and settled_top (matrix, rows, query, norms), checked. */
+typedef struct {
+    Py_buffer matrix, rows, query, norms;
+    Py_ssize_t dim, n;
+    int held; /* how many of the four views are held */
+} Scoring;
+
+static void
+close_scoring(Scoring *s)
+{
+    Py_buffer *views[4] = {&s->matrix, &s->rows, &s->query, &s->norms};
+    for (int i = 0; i < s->held; i++) {
+        PyBuffer_Release(views[i]);
+    }
+    s->held = 0;
+}
+
+static int
+open_scoring(Scoring *s, PyObject *const *args, const char *name)
+{
+    s->held = 0;
+    if (get_buffer(args[0], &s->matrix, 'f', "matrix") < 0) {
+        return -1;
+    }
+    s->held = 1;
+    if (get_buffer(args[1], &s->rows, 'q', "rows") < 0) {
+        goto fail;
+    }
+    s->held = 2;
+    if (get_buffer(args[2], &s->query, 'f', "query") < 0) {
+        goto fail;
+    }
+    s->held = 3;
+    if (get_buffer(args[3], &s->norms, 'd', "norms") < 0) {
+        goto fail;
+    }
+    s->held = 4;
+    s->dim = s->query.len / 4;
+    s->n = s->rows.len / 8;
+    Py_ssize_t capacity = s->dim ? s->matrix.len / 4 / s->dim : 0;
+    if (s->dim == 0 || s->matrix.len != capacity * s->dim * 4 || s->norms.len / 8 < capacity) {
+        PyErr_Format(PyExc_ValueError, "%s: shapes do not agree", name);
+        goto fail;
+    }
+    const long long *row = s->rows.buf;
+    for (Py_ssize_t i = 0; i < s->n; i++) {
+        if (row[i] < 0 || row[i] >= capacity) {
+            PyErr_Format(PyExc_IndexError, "%s: a row lies outside the matrix", name);
+            goto fail;
+        }
+    }
+    return 0;
+fail:
+    close_scoring(s);
+    return -1;
+}
+
+/* The exact float64 score of each of s's rows, into score[n]. */
+static void
+score_exactly(const Scoring *s, double *score)
+{
+    const float *m = s->matrix.buf, *q = s->query.buf;
+    const double *norm = s->norms.buf;
+    const long long *row = s->rows.buf;
+    double query_norm = sqrt(lane_dot(q, q, s->dim));
+    for (Py_ssize_t i = 0; i < s->n; i++) {
+        double scale = norm[row[i]] * query_norm;
+        score[i] = lane_dot(m + row[i] * s->dim, q, s->dim) / scale;
+    }
+}
+
 /* The exact float64 scores of a search's candidates: the last step of its ranking. */
 static PyObject *
 exact_cosine(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
@@ -290,57 +362,102 @@ exact_cosine(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
                         "exact_cosine(matrix, rows, query, norms) takes 4 arguments");
         return NULL;
     }
-    Py_buffer matrix, rows, query, norms;
-    if (get_buffer(args[0], &matrix, 'f', "matrix") < 0) {
+    Scoring s;
+    if (open_scoring(&s, args, "exact_cosine") < 0) {
         return NULL;
     }
-    if (get_buffer(args[1], &rows, 'q', "rows") < 0) {
-        PyBuffer_Release(&matrix);
+    PyObject *out = PyBytes_FromStringAndSize(NULL, s.n * (Py_ssize_t)sizeof(double));
+    if (out != NULL) {
+        score_exactly(&s, (double *)PyBytes_AS_STRING(out));
+    }
+    close_scoring(&s);
+    return out;
+}
+
+/* The candidates' exact scores, and their top_k in order when the scores alone settle it:
+ * (rows, scores) as lists, best first, or None when two of the top_k + 1 best scores are
+ * equal (the order then goes by chunk id, which only the caller knows). One call where
+ * numpy took a dozen (scores, argsort, slices, lists) on the ~18 candidates of a search. */
+static PyObject *
+settled_top(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError,
+                        "settled_top(matrix, rows, query, norms, top_k) takes 5 arguments");
         return NULL;
     }
-    if (get_buffer(args[2], &query, 'f', "query") < 0) {
-        PyBuffer_Release(&matrix);
-        PyBuffer_Release(&rows);
+    Py_ssize_t top_k = PyLong_AsSsize_t(args[4]);
+    if (top_k == -1 && PyErr_Occurred()) {
         return NULL;
     }
-    if (get_buffer(args[3], &norms, 'd', "norms") < 0) {
-        PyBuffer_Release(&matrix);
-        PyBuffer_Release(&rows);
-        PyBuffer_Release(&query);
+    if (top_k < 1 || top_k > SETTLED_MAX) {
+        PyErr_Format(PyExc_ValueError, "settled_top: top_k must be in 1..%d", SETTLED_MAX);
         return NULL;
     }
-    PyObject *out = NULL;
-    Py_ssize_t dim = query.len / 4, n = rows.len / 8;
-    Py_ssize_t capacity = dim ? matrix.len / 4 / dim : 0;
-    if (dim == 0 || matrix.len != capacity * dim * 4 || norms.len / 8 < capacity) {
-        PyErr_SetString(PyExc_ValueError, "exact_cosine: shapes do not agree");
+    Scoring s;
+    if (open_scoring(&s, args, "settled_top") < 0) {
+        return NULL;
+    }
+    PyObject *result = NULL;
+    double *score = PyMem_Malloc((size_t)(s.n ? s.n : 1) * sizeof(double));
+    if (score == NULL) {
+        PyErr_NoMemory();
         goto done;
     }
-    const long long *row = rows.buf;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        if (row[i] < 0 || row[i] >= capacity) {
-            PyErr_SetString(PyExc_IndexError, "exact_cosine: a row lies outside the matrix");
-            goto done;
+    score_exactly(&s, score);
+    /* the best min(n, top_k + 1), descending, by insertion (top_k is small) */
+    double best[SETTLED_MAX + 1];
+    Py_ssize_t best_at[SETTLED_MAX + 1], held = 0, keep = s.n < top_k + 1 ? s.n : top_k + 1;
+    for (Py_ssize_t i = 0; i < s.n; i++) {
+        double v = score[i];
+        if (held == keep && !(v > best[held - 1])) {
+            continue; /* equal to the last kept: the kept values are the same either way */
+        }
+        Py_ssize_t at = held < keep ? held++ : held - 1;
+        while (at > 0 && best[at - 1] < v) {
+            best[at] = best[at - 1];
+            best_at[at] = best_at[at - 1];
+            at--;
+        }
+        best[at] = v;
+        best_at[at] = i;
+    }
+    for (Py_ssize_t i = 1; i < held; i++) { /* a tie among the top_k + 1: ids decide */
+        if (best[i] == best[i - 1]) {
+            goto tie;
         }
     }
-    out = PyBytes_FromStringAndSize(NULL, n * (Py_ssize_t)sizeof(double));
-    if (out == NULL) {
+    Py_ssize_t hits = held < top_k ? held : top_k;
+    PyObject *rows = PyList_New(hits), *scores = PyList_New(hits);
+    if (rows == NULL || scores == NULL) {
+        Py_XDECREF(rows);
+        Py_XDECREF(scores);
         goto done;
     }
-    double *score = (double *)PyBytes_AS_STRING(out);
-    const float *m = matrix.buf, *q = query.buf;
-    const double *norm = norms.buf;
-    double query_norm = sqrt(lane_dot(q, q, dim));
-    for (Py_ssize_t i = 0; i < n; i++) {
-        double scale = norm[row[i]] * query_norm;
-        score[i] = lane_dot(m + row[i] * dim, q, dim) / scale;
+    const long long *row = s.rows.buf;
+    for (Py_ssize_t i = 0; i < hits; i++) {
+        PyObject *r = PyLong_FromLongLong(row[best_at[i]]);
+        PyObject *v = PyFloat_FromDouble(best[i]);
+        if (r == NULL || v == NULL) {
+            Py_XDECREF(r);
+            Py_XDECREF(v);
+            Py_DECREF(rows);
+            Py_DECREF(scores);
+            goto done;
+        }
+        PyList_SET_ITEM(rows, i, r);
+        PyList_SET_ITEM(scores, i, v);
     }
+    result = PyTuple_Pack(2, rows, scores);
+    Py_DECREF(rows);
+    Py_DECREF(scores);
+    goto done;
+tie:
+    result = Py_NewRef(Py_None);
 done:
-    PyBuffer_Release(&matrix);
-    PyBuffer_Release(&rows);
-    PyBuffer_Release(&query);
-    PyBuffer_Release(&norms);
-    return out;
+    PyMem_Free(score);
+    close_scoring(&s);
+    return result;
 }
 
 static PyObject *
@@ -449,6 +566,10 @@ static PyMethodDef rank_methods[] = {
      "exact_cosine(matrix, rows, query, norms) -> bytes\n\n"
      "The float64 cosine (float64 bytes) of query with each of rows of the float32 matrix,\n"
      "given norms (float64, row_norms of every row), in cosine.py's summation order."},
+    {"settled_top", (PyCFunction)(void (*)(void))settled_top, METH_FASTCALL,
+     "settled_top(matrix, rows, query, norms, top_k) -> tuple[list[int], list[float]] | None\n\n"
+     "exact_cosine's scores of rows, and the top_k of rows with their scores, best first,\n"
+     "when no two of the top_k + 1 best scores are equal; else None. top_k is 1..64."},
     {"row_norms", (PyCFunction)(void (*)(void))row_norms, METH_FASTCALL,
      "row_norms(matrix, dim) -> bytes\n\n"
      "The float64 norm of each dim-long float32 row, in cosine.py's summation order."},

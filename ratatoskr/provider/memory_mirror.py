@@ -40,6 +40,7 @@ from ratatoskr.provider.memory_ranking import (
     pick,
     row_lists,
     scoped_candidates,
+    settled_top,
 )
 from ratatoskr.storage.scope_sql import placeholders
 from ratatoskr.wire.scope import AXES, Scope
@@ -492,12 +493,11 @@ class VectorMirror:
             picked = scoped_candidates(self.matrix, self.inv_norms, rows, query, top_k)
         if not len(picked):
             return [], []
-        exact = cosine_rows(self.matrix, picked, query, self.norms)
         ids = self.ids
-        order = exact.argsort()[: -top_k - 2 : -1]  # the hits and the next, descending
-        scores = exact[order].tolist()
-        if len(set(scores)) == len(scores):  # no tie (the rule): the scores alone order
-            at = picked[order[:top_k]].tolist()  # the hits; only their ids are read
-            return list(zip(pick(ids, at), scores, strict=False)), at
+        settled = settled_top(self.matrix, picked, query, self.norms, top_k)
+        if settled is not None:  # no tie: the scores alone order; only the hits' ids are read
+            at, hit_scores = settled
+            return list(zip(pick(ids, at), hit_scores, strict=True)), at
+        exact = cosine_rows(self.matrix, picked, query, self.norms)
         ranked = rank([ids[r] for r in picked.tolist()], exact, top_k)  # ties: by id
         return ranked, [self.rows[cid] for cid, _ in ranked]

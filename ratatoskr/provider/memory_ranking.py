@@ -24,7 +24,7 @@ from typing import TypeVar
 import numpy as np
 import numpy.typing as npt
 
-from ratatoskr.provider.cosine import F32
+from ratatoskr.provider.cosine import F32, F64, cosine_rows
 from ratatoskr.provider.rank_accel import RANK_ACCELERATED
 
 CANDIDATE_MARGIN = 8
@@ -34,6 +34,7 @@ RUN_MIN = 16  # a run this long is cheaper to score as a slice than to gather
 # lies, where numpy gathers scattered rows and pays a dozen calls' fixed costs; above it,
 # rows mostly sit in long runs (a tenant) that BLAS scores as fast.
 ACCELERATED_MAX_ROWS = 4096
+SETTLED_MAX = 64  # the largest top_k the C ``settled_top`` orders (``_rank.c``)
 SORT_MAX = 256  # up to this many scores, one sort is cheaper than the partitions
 _EPSILON32 = np.float32(SCORE_EPSILON)
 
@@ -117,6 +118,25 @@ def _candidates_by_sort(scores: F32, top_k: int, want: int) -> I64:
     if last >= bound:  # a crowded cut: take every near tie
         return np.flatnonzero(scores >= bound)
     return top
+
+
+def settled_top(
+    matrix: F32, rows: I64, query: F32, norms: F64, top_k: int
+) -> tuple[list[int], list[float]] | None:
+    """The top_k of ``rows`` (the candidates) by exact score, as (rows, scores) best first,
+    when the scores alone settle the order: no two of the top_k + 1 best are equal (the
+    next one included, as a tie with it decides which row is in). ``None`` otherwise: ties
+    go by chunk id, which the caller knows (``cosine.rank``). In one C call when built."""
+    if RANK_ACCELERATED is not None and top_k <= SETTLED_MAX:
+        settled: tuple[list[int], list[float]] | None
+        settled = RANK_ACCELERATED.settled_top(matrix, rows, query, norms, top_k)
+        return settled
+    exact = cosine_rows(matrix, rows, query, norms)
+    order = exact.argsort()[: -top_k - 2 : -1]  # the hits and the next, descending
+    scores = exact[order].tolist()
+    if len(set(scores)) != len(scores):
+        return None
+    return rows[order[:top_k]].tolist(), scores[:top_k]
 
 
 def row_lists(matrix: F32, rows: I64) -> list[list[float]]:
