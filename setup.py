@@ -18,7 +18,8 @@ setup(
         ),
         Extension(
             "ratatoskr.provider._rank",
-            ["ratatoskr/provider/_rank.c"],
+            ["ratatoskr/provider/_rank.c", "ratatoskr/provider/_rank_exact.c"],
+            depends=["ratatoskr/provider/_rank.h"],
             optional=True,
             extra_compile_args=["-O3", "-ffp-contract=off"],  # exact sums: see _rank.c
         ),

@@ -4,7 +4,7 @@
  *
  * A scoped search's first step scores the rows its filter admits in float32 and keeps the
  * few that could belong to the exact top_k (memory_ranking.candidates); the float64 rescore
- * that decides the answer stays in numpy. In numpy the first step is a dozen calls (a
+ * that decides the answer follows (_rank_exact.c). In numpy the first step is a dozen calls (a
  * gather or a slice, a mat-vec, a scale, a sort or partitions, comparisons), each with a
  * fixed cost that is most of the work for the ~100 rows of one end_user, and a gather that
  * copies every scattered row (an agent_self's 2 % of the mirror). Here each admitted row is
@@ -15,15 +15,10 @@
  * The float32 sums are taken in another order than BLAS's; both stay within ~5e-5 of the
  * exact cosine at these dimensions, far inside epsilon, which is what makes the cut safe.
  *
- * The exact scores that decide the answer (exact_cosine, row_norms) are float64 sums in
- * the order cosine.py fixes: eight lanes, lane k summing the products of the values at
- * k, k + 8, k + 16, ... in turn from +0.0, then (lane k + lane k+4), then (k + k+2), then
- * the two left. cosine.py computes the same order with numpy where this module was not
- * built, so both give the same bits: products and sums are single IEEE operations here
- * (the file is built with -ffp-contract=off: no fused multiply-add), in a fixed order.
+ * The exact float64 scores (exact_cosine, settled_top, row_norms) are in _rank_exact.c.
  */
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
+#include "_rank.h"
+
 #include <math.h>
 #include <string.h>
 
@@ -38,14 +33,31 @@
 #else
 #define PREFETCH(address) ((void)(address))
 #endif
-#define SETTLED_MAX 64 /* settled_top's largest top_k; numpy orders larger ones */
 #define RELEASE_GIL_FLOATS 65536 /* below this much work, releasing the GIL costs more */
 
-#if defined(__GNUC__) && defined(__x86_64__) && !defined(__clang__)
-#define DOT_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#else
-#define DOT_CLONES
-#endif
+int
+rank_get_buffer(PyObject *obj, Py_buffer *view, char kind, const char *name)
+{
+    if (PyObject_GetBuffer(obj, view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
+        return -1;
+    }
+    const char *format = view->format ? view->format : "B";
+    if (*format == '@' || *format == '=' || *format == '<') { /* native order, x86's */
+        format++;
+    }
+    char got = format[0];
+    int ok = format[0] != '\0' && format[1] == '\0' &&
+             (kind == 'f'   ? got == 'f' && view->itemsize == 4
+              : kind == 'd' ? got == 'd' && view->itemsize == 8
+                            : (got == 'q' || got == 'l') && view->itemsize == 8);
+    if (!ok) {
+        PyErr_Format(PyExc_TypeError, "%s: expected contiguous %s", name,
+                     kind == 'f' ? "float32" : kind == 'd' ? "float64" : "int64");
+        PyBuffer_Release(view);
+        return -1;
+    }
+    return 0;
+}
 
 /* The float32 dot product of two rows of dim values, in LANES interleaved partial sums. */
 DOT_CLONES static float
@@ -69,25 +81,6 @@ dot_f32(const float *restrict a, const float *restrict b, Py_ssize_t dim)
         }
     }
     return acc[0];
-}
-
-/* The float64 dot product of two float32 rows of dim values, in cosine.py's lane order. */
-DOT_CLONES static double
-lane_dot(const float *restrict a, const float *restrict b, Py_ssize_t dim)
-{
-    double lane[8] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
-    Py_ssize_t full = dim - dim % 8, j = 0;
-    for (; j < full; j += 8) {
-        for (int k = 0; k < 8; k++) {
-            lane[k] += (double)a[j + k] * (double)b[j + k];
-        }
-    }
-    for (; j < dim; j++) {
-        lane[j - full] += (double)a[j] * (double)b[j];
-    }
-    double t0 = lane[0] + lane[4], t1 = lane[1] + lane[5];
-    double t2 = lane[2] + lane[6], t3 = lane[3] + lane[7];
-    return (t0 + t2) + (t1 + t3);
 }
 
 typedef struct {
@@ -162,31 +155,6 @@ cut_rows(Cut *c)
     return c->want;
 }
 
-/* A C-contiguous view of obj holding kind: 'f' float32, 'd' float64 or 'q' int64. */
-static int
-get_buffer(PyObject *obj, Py_buffer *view, char kind, const char *name)
-{
-    if (PyObject_GetBuffer(obj, view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
-        return -1;
-    }
-    const char *format = view->format ? view->format : "B";
-    if (*format == '@' || *format == '=' || *format == '<') { /* native order, x86's */
-        format++;
-    }
-    char got = format[0];
-    int ok = format[0] != '\0' && format[1] == '\0' &&
-             (kind == 'f'   ? got == 'f' && view->itemsize == 4
-              : kind == 'd' ? got == 'd' && view->itemsize == 8
-                            : (got == 'q' || got == 'l') && view->itemsize == 8);
-    if (!ok) {
-        PyErr_Format(PyExc_TypeError, "%s: expected contiguous %s", name,
-                     kind == 'f' ? "float32" : kind == 'd' ? "float64" : "int64");
-        PyBuffer_Release(view);
-        return -1;
-    }
-    return 0;
-}
-
 static PyObject *
 scoped_candidates(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -207,19 +175,19 @@ scoped_candidates(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     }
     Py_buffer matrix, inv_norms, rows, query;
-    if (get_buffer(args[0], &matrix, 'f', "matrix") < 0) {
+    if (rank_get_buffer(args[0], &matrix, 'f', "matrix") < 0) {
         return NULL;
     }
-    if (get_buffer(args[1], &inv_norms, 'f', "inv_norms") < 0) {
+    if (rank_get_buffer(args[1], &inv_norms, 'f', "inv_norms") < 0) {
         PyBuffer_Release(&matrix);
         return NULL;
     }
-    if (get_buffer(args[2], &rows, 'q', "rows") < 0) {
+    if (rank_get_buffer(args[2], &rows, 'q', "rows") < 0) {
         PyBuffer_Release(&matrix);
         PyBuffer_Release(&inv_norms);
         return NULL;
     }
-    if (get_buffer(args[3], &query, 'f', "query") < 0) {
+    if (rank_get_buffer(args[3], &query, 'f', "query") < 0) {
         PyBuffer_Release(&matrix);
         PyBuffer_Release(&inv_norms);
         PyBuffer_Release(&rows);
@@ -282,221 +250,6 @@ done:
     return result;
 }
 
-/* The arguments of exact_cosine and settled_top (matrix, rows, query, norms), checked. */
-typedef struct {
-    Py_buffer matrix, rows, query, norms;
-    Py_ssize_t dim, n;
-    int held; /* how many of the four views are held */
-} Scoring;
-
-static void
-close_scoring(Scoring *s)
-{
-    Py_buffer *views[4] = {&s->matrix, &s->rows, &s->query, &s->norms};
-    for (int i = 0; i < s->held; i++) {
-        PyBuffer_Release(views[i]);
-    }
-    s->held = 0;
-}
-
-static int
-open_scoring(Scoring *s, PyObject *const *args, const char *name)
-{
-    s->held = 0;
-    if (get_buffer(args[0], &s->matrix, 'f', "matrix") < 0) {
-        return -1;
-    }
-    s->held = 1;
-    if (get_buffer(args[1], &s->rows, 'q', "rows") < 0) {
-        goto fail;
-    }
-    s->held = 2;
-    if (get_buffer(args[2], &s->query, 'f', "query") < 0) {
-        goto fail;
-    }
-    s->held = 3;
-    if (get_buffer(args[3], &s->norms, 'd', "norms") < 0) {
-        goto fail;
-    }
-    s->held = 4;
-    s->dim = s->query.len / 4;
-    s->n = s->rows.len / 8;
-    Py_ssize_t capacity = s->dim ? s->matrix.len / 4 / s->dim : 0;
-    if (s->dim == 0 || s->matrix.len != capacity * s->dim * 4 || s->norms.len / 8 < capacity) {
-        PyErr_Format(PyExc_ValueError, "%s: shapes do not agree", name);
-        goto fail;
-    }
-    const long long *row = s->rows.buf;
-    for (Py_ssize_t i = 0; i < s->n; i++) {
-        if (row[i] < 0 || row[i] >= capacity) {
-            PyErr_Format(PyExc_IndexError, "%s: a row lies outside the matrix", name);
-            goto fail;
-        }
-    }
-    return 0;
-fail:
-    close_scoring(s);
-    return -1;
-}
-
-/* The exact float64 score of each of s's rows, into score[n]. */
-static void
-score_exactly(const Scoring *s, double *score)
-{
-    const float *m = s->matrix.buf, *q = s->query.buf;
-    const double *norm = s->norms.buf;
-    const long long *row = s->rows.buf;
-    double query_norm = sqrt(lane_dot(q, q, s->dim));
-    for (Py_ssize_t i = 0; i < s->n; i++) {
-        double scale = norm[row[i]] * query_norm;
-        score[i] = lane_dot(m + row[i] * s->dim, q, s->dim) / scale;
-    }
-}
-
-/* The exact float64 scores of a search's candidates: the last step of its ranking. */
-static PyObject *
-exact_cosine(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
-{
-    if (nargs != 4) {
-        PyErr_SetString(PyExc_TypeError,
-                        "exact_cosine(matrix, rows, query, norms) takes 4 arguments");
-        return NULL;
-    }
-    Scoring s;
-    if (open_scoring(&s, args, "exact_cosine") < 0) {
-        return NULL;
-    }
-    PyObject *out = PyBytes_FromStringAndSize(NULL, s.n * (Py_ssize_t)sizeof(double));
-    if (out != NULL) {
-        score_exactly(&s, (double *)PyBytes_AS_STRING(out));
-    }
-    close_scoring(&s);
-    return out;
-}
-
-/* The candidates' exact scores, and their top_k in order when the scores alone settle it:
- * (rows, scores) as lists, best first, or None when two of the top_k + 1 best scores are
- * equal (the order then goes by chunk id, which only the caller knows). One call where
- * numpy took a dozen (scores, argsort, slices, lists) on the ~18 candidates of a search. */
-static PyObject *
-settled_top(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
-{
-    if (nargs != 5) {
-        PyErr_SetString(PyExc_TypeError,
-                        "settled_top(matrix, rows, query, norms, top_k) takes 5 arguments");
-        return NULL;
-    }
-    Py_ssize_t top_k = PyLong_AsSsize_t(args[4]);
-    if (top_k == -1 && PyErr_Occurred()) {
-        return NULL;
-    }
-    if (top_k < 1 || top_k > SETTLED_MAX) {
-        PyErr_Format(PyExc_ValueError, "settled_top: top_k must be in 1..%d", SETTLED_MAX);
-        return NULL;
-    }
-    Scoring s;
-    if (open_scoring(&s, args, "settled_top") < 0) {
-        return NULL;
-    }
-    PyObject *result = NULL;
-    double *score = PyMem_Malloc((size_t)(s.n ? s.n : 1) * sizeof(double));
-    if (score == NULL) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    score_exactly(&s, score);
-    /* the best min(n, top_k + 1), descending, by insertion (top_k is small) */
-    double best[SETTLED_MAX + 1];
-    Py_ssize_t best_at[SETTLED_MAX + 1], held = 0, keep = s.n < top_k + 1 ? s.n : top_k + 1;
-    for (Py_ssize_t i = 0; i < s.n; i++) {
-        double v = score[i];
-        if (held == keep && !(v > best[held - 1])) {
-            continue; /* equal to the last kept: the kept values are the same either way */
-        }
-        Py_ssize_t at = held < keep ? held++ : held - 1;
-        while (at > 0 && best[at - 1] < v) {
-            best[at] = best[at - 1];
-            best_at[at] = best_at[at - 1];
-            at--;
-        }
-        best[at] = v;
-        best_at[at] = i;
-    }
-    for (Py_ssize_t i = 1; i < held; i++) { /* a tie among the top_k + 1: ids decide */
-        if (best[i] == best[i - 1]) {
-            goto tie;
-        }
-    }
-    Py_ssize_t hits = held < top_k ? held : top_k;
-    PyObject *rows = PyList_New(hits), *scores = PyList_New(hits);
-    if (rows == NULL || scores == NULL) {
-        Py_XDECREF(rows);
-        Py_XDECREF(scores);
-        goto done;
-    }
-    const long long *row = s.rows.buf;
-    for (Py_ssize_t i = 0; i < hits; i++) {
-        PyObject *r = PyLong_FromLongLong(row[best_at[i]]);
-        PyObject *v = PyFloat_FromDouble(best[i]);
-        if (r == NULL || v == NULL) {
-            Py_XDECREF(r);
-            Py_XDECREF(v);
-            Py_DECREF(rows);
-            Py_DECREF(scores);
-            goto done;
-        }
-        PyList_SET_ITEM(rows, i, r);
-        PyList_SET_ITEM(scores, i, v);
-    }
-    result = PyTuple_Pack(2, rows, scores);
-    Py_DECREF(rows);
-    Py_DECREF(scores);
-    goto done;
-tie:
-    result = Py_NewRef(Py_None);
-done:
-    PyMem_Free(score);
-    close_scoring(&s);
-    return result;
-}
-
-static PyObject *
-row_norms(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
-{
-    if (nargs != 2) {
-        PyErr_SetString(PyExc_TypeError, "row_norms(matrix, dim) takes 2 arguments");
-        return NULL;
-    }
-    Py_ssize_t dim = PyLong_AsSsize_t(args[1]);
-    if (dim == -1 && PyErr_Occurred()) {
-        return NULL;
-    }
-    Py_buffer matrix;
-    if (get_buffer(args[0], &matrix, 'f', "matrix") < 0) {
-        return NULL;
-    }
-    PyObject *out = NULL;
-    Py_ssize_t count = dim > 0 ? matrix.len / 4 / dim : 0;
-    if (dim < 1 || matrix.len != count * dim * 4) {
-        PyErr_SetString(PyExc_ValueError, "row_norms: shapes do not agree");
-        goto done;
-    }
-    out = PyBytes_FromStringAndSize(NULL, count * (Py_ssize_t)sizeof(double));
-    if (out == NULL) {
-        goto done;
-    }
-    double *norm = (double *)PyBytes_AS_STRING(out);
-    const float *m = matrix.buf;
-    Py_BEGIN_ALLOW_THREADS
-    for (Py_ssize_t i = 0; i < count; i++) {
-        norm[i] = sqrt(lane_dot(m + i * dim, m + i * dim, dim));
-    }
-    Py_END_ALLOW_THREADS
-done:
-    PyBuffer_Release(&matrix);
-    return out;
-}
-
 /* The hits' embeddings as lists of Python floats, read from the mirror's rows in place:
  * numpy would copy the rows (matrix[rows]) and then convert them (tolist). */
 static PyObject *
@@ -511,10 +264,10 @@ rows_to_lists(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     }
     Py_buffer matrix, rows;
-    if (get_buffer(args[0], &matrix, 'f', "matrix") < 0) {
+    if (rank_get_buffer(args[0], &matrix, 'f', "matrix") < 0) {
         return NULL;
     }
-    if (get_buffer(args[1], &rows, 'q', "rows") < 0) {
+    if (rank_get_buffer(args[1], &rows, 'q', "rows") < 0) {
         PyBuffer_Release(&matrix);
         return NULL;
     }
@@ -562,15 +315,15 @@ static PyMethodDef rank_methods[] = {
      "float32 matrix, by float32 cosine (the dot times inv_norms[row] over the query's\n"
      "norm): every row when there are at most want, else the want best, or every row\n"
      "within epsilon of the top_k-th best when the want-th is within it too."},
-    {"exact_cosine", (PyCFunction)(void (*)(void))exact_cosine, METH_FASTCALL,
+    {"exact_cosine", (PyCFunction)(void (*)(void))rank_exact_cosine, METH_FASTCALL,
      "exact_cosine(matrix, rows, query, norms) -> bytes\n\n"
      "The float64 cosine (float64 bytes) of query with each of rows of the float32 matrix,\n"
      "given norms (float64, row_norms of every row), in cosine.py's summation order."},
-    {"settled_top", (PyCFunction)(void (*)(void))settled_top, METH_FASTCALL,
+    {"settled_top", (PyCFunction)(void (*)(void))rank_settled_top, METH_FASTCALL,
      "settled_top(matrix, rows, query, norms, top_k) -> tuple[list[int], list[float]] | None\n\n"
      "exact_cosine's scores of rows, and the top_k of rows with their scores, best first,\n"
      "when no two of the top_k + 1 best scores are equal; else None. top_k is 1..64."},
-    {"row_norms", (PyCFunction)(void (*)(void))row_norms, METH_FASTCALL,
+    {"row_norms", (PyCFunction)(void (*)(void))rank_row_norms, METH_FASTCALL,
      "row_norms(matrix, dim) -> bytes\n\n"
      "The float64 norm of each dim-long float32 row, in cosine.py's summation order."},
     {"rows_to_lists", (PyCFunction)(void (*)(void))rows_to_lists, METH_FASTCALL,
@@ -581,7 +334,8 @@ static PyMethodDef rank_methods[] = {
 
 static struct PyModuleDef rank_module = {
     PyModuleDef_HEAD_INIT, "ratatoskr.provider._rank",
-    "The float32 candidate cut of a scoped search (see scoped_candidates).", -1, rank_methods,
+    "A mirror search's inner steps: the candidate cut, the exact scores, the hits' lists.", -1,
+    rank_methods,
 };
 
 PyMODINIT_FUNC
