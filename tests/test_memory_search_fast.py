@@ -181,3 +181,36 @@ def test_values_first_seen_after_the_load(tmp_path: Path) -> None:
             assert got == sql_only.search(query, top_k=20, scope_all={"end_user": user}), user
     ours.close()
     sql_only.close()
+
+
+def test_scope_any_branches_apart_overlapping_and_repeated(tmp_path: Path) -> None:
+    """Enough chunks that a few branches are merged, not masked: two users' rows lie apart
+    (joined as they are), a user and an agent overlap (merged and deduplicated), a branch
+    given twice is one; each answer is the reference store's, scores to the bit, and the
+    rows written after the load (the tail) take part."""
+    rng = np.random.default_rng(21)
+    records = []
+    for i in range(1200):
+        user = i % 40  # a user lives in one tenant, so its rows are one run after the load
+        scope = {"tenant": f"t{user % 3}", "end_user": f"u{user}", "agent_self": f"a{i % 30}"}
+        records.append(chunk(f"c{i:05d}", rng.standard_normal(DIM).tolist(), scope=scope))
+    ours = open_memory_store(str(tmp_path / "m.db"), embedding_dim=DIM)
+    ref = ReferenceMemoryStore(DIM)
+    branch_sets = [
+        [{"end_user": "u3"}, {"end_user": "u17"}],
+        [{"end_user": "u3"}, {"agent_self": "a7"}],
+        [{"end_user": "u5"}, {"end_user": "u5"}],
+        [{"end_user": "u8"}, {"end_user": "u9"}, {"agent_self": "a1"}],
+    ]
+    try:
+        for key, batch in (("first", records[:1000]), ("second", records[1000:])):
+            for store in (ours, ref):
+                store.upsert_many(batch, idempotency_key=key, ctx=CTX)
+            for branches in branch_sets:
+                query = rng.standard_normal(DIM).tolist()
+                args: dict[str, Any] = {"top_k": 10, "scope_any": branches}
+                expected = exactly(ref.search(query, **args))
+                assert len(expected) == 10
+                assert exactly(ours.search(query, **args)) == expected, (key, branches)
+    finally:
+        ours.close()

@@ -27,6 +27,7 @@ import math
 import os
 import threading
 from collections.abc import Sequence
+from itertools import pairwise
 from typing import NamedTuple
 
 import apsw
@@ -446,6 +447,9 @@ class VectorMirror:
             for branch in branches:
                 mask[branch] = True
             return np.flatnonzero(mask)
+        ordered = sorted((b for b in branches if len(b)), key=lambda b: int(b[0]))
+        if all(int(a[-1]) < int(b[0]) for a, b in pairwise(ordered)):
+            return np.concatenate(ordered)  # apart (two users' groups): sorted, distinct
         merged = np.sort(np.concatenate(branches), kind="stable")  # merges the sorted runs
         return merged[np.concatenate(([True], merged[1:] != merged[:-1]))]
 
