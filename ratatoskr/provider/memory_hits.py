@@ -1,7 +1,7 @@
 """A search's hits, and the proof that lets a search skip SQLite altogether.
 
-Hits are built from what the mirror holds (``memory_mirror.Gathered``: the revision, the
-vector key, the record JSON when short, the float32 row); only a record the mirror does not
+Hits are built from what the mirror holds (``Gathered``, below: the revision, the
+vector key, the record JSON when short, the embedding as a list); only a record the mirror does not
 hold, or an embedding that was sent in float64, is read from the file.
 
 A search normally opens a read transaction to bring the mirror to the file's snapshot
@@ -18,15 +18,43 @@ write acknowledged before it began, without a transaction and the change-log que
 from __future__ import annotations
 
 import threading
-from typing import Any
+from typing import Any, NamedTuple
 
 import apsw
 import numpy as np
 import orjson
 
 from ratatoskr.provider import memory_rules as rules
-from ratatoskr.provider.memory_mirror import Gathered
 from ratatoskr.storage.scope_sql import placeholders
+
+
+class Gathered(NamedTuple):
+    """What the mirror holds of a search's hits, copied under its lock: per hit (in
+    ``ranked`` order) the revision and the record JSON (``None``: not held); when the
+    embedding is wanted, the hits' float32 rows as lists of floats (``vectors``: built
+    under the lock, as the rows may change after it), the key each vector goes
+    back under (``keys``) and whether it was sent as float64 (``wide``: then its exact
+    values are only in the file). ``keys`` and ``wide`` are empty without ``vectors``. A
+    named tuple: made once per search, it costs less than a frozen dataclass."""
+
+    ranked: list[tuple[str, float]]
+    revisions: list[int]
+    keys: list[str]
+    records: list[str | None]
+    wide: list[bool]
+    vectors: list[list[float]] | None
+
+    def unheld(self) -> list[str]:
+        """The hits to read from SQLite: a record not held, or an embedding stored in
+        float64 (the mirror has only its float32 rounding)."""
+        if None not in self.records and True not in self.wide:
+            return []  # the common case, without a pass in Python
+        wide = self.wide or [False] * len(self.records)
+        return [
+            cid
+            for (cid, _), record, sent_wide in zip(self.ranked, self.records, wide, strict=True)
+            if record is None or sent_wide
+        ]
 
 
 def stored_record(

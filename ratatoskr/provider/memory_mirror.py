@@ -28,13 +28,13 @@ import os
 import threading
 from collections.abc import Sequence
 from itertools import pairwise
-from typing import NamedTuple
 
 import apsw
 import numpy as np
 import numpy.typing as npt
 
 from ratatoskr.provider.cosine import F32, F64, cosine_rows, rank, row_norms
+from ratatoskr.provider.memory_hits import Gathered
 from ratatoskr.provider.memory_ranking import (
     I64,
     candidates,
@@ -62,35 +62,6 @@ _SCAN = (
     "FROM memory_chunks ORDER BY rowid"
 )
 Payload = tuple[int, str, int, str]  # revision, vector key, float64 stored, record JSON
-
-
-class Gathered(NamedTuple):
-    """What the mirror holds of a search's hits, copied under its lock: per hit (in
-    ``ranked`` order) the revision and the record JSON (``None``: not held); when the
-    embedding is wanted, the hits' float32 rows as lists of floats (``vectors``: built
-    under the lock, as the rows may change after it), the key each vector goes
-    back under (``keys``) and whether it was sent as float64 (``wide``: then its exact
-    values are only in the file). ``keys`` and ``wide`` are empty without ``vectors``. A
-    named tuple: made once per search, it costs less than a frozen dataclass."""
-
-    ranked: list[tuple[str, float]]
-    revisions: list[int]
-    keys: list[str]
-    records: list[str | None]
-    wide: list[bool]
-    vectors: list[list[float]] | None
-
-    def unheld(self) -> list[str]:
-        """The hits to read from SQLite: a record not held, or an embedding stored in
-        float64 (the mirror has only its float32 rounding)."""
-        if None not in self.records and True not in self.wide:
-            return []  # the common case, without a pass in Python
-        wide = self.wide or [False] * len(self.records)
-        return [
-            cid
-            for (cid, _), record, sent_wide in zip(self.ranked, self.records, wide, strict=True)
-            if record is None or sent_wide
-        ]
 
 
 def mirror_budget_from_env() -> int:

@@ -21,12 +21,13 @@ import orjson
 from ratatoskr.provider import memory_rules as rules
 from ratatoskr.provider.memory_hits import (
     CurrentMark,
+    Gathered,
     fetch_rows,
     mirror_hits,
     sql_hits,
     stored_record,
 )
-from ratatoskr.provider.memory_mirror import Gathered, VectorMirror, mirror_budget_from_env
+from ratatoskr.provider.memory_mirror import VectorMirror, mirror_budget_from_env
 from ratatoskr.provider.memory_schema import memory_migrations
 from ratatoskr.provider.memory_sql_search import rank_in_sql
 from ratatoskr.storage.database import Database, DatabaseSettings, SchemaError
