@@ -18,14 +18,14 @@ RUN groupadd --system --gid 10001 ratatoskr \
 # working directory shadows the installed package (with its C accelerator).
 COPY pyproject.toml setup.py README.md /src/
 COPY ratatoskr /src/ratatoskr
-# gcc only to build the C accelerators (ratatoskr/provider/_pack.c, _rank.c), then removed again
+# gcc only to build the C accelerators (ratatoskr/memory/_pack.c, _rank.c), then removed again
 RUN apt-get update \
     && apt-get install -y --no-install-recommends gcc libc6-dev \
     && pip install /src \
     && apt-get purge -y --auto-remove gcc libc6-dev \
     && rm -rf /var/lib/apt/lists/* /src \
-    && python -c "from ratatoskr.provider.vector_pack import ACCELERATED; assert ACCELERATED" \
-    && python -c "from ratatoskr.provider.rank_accel import RANK_ACCELERATED; assert RANK_ACCELERATED" \
+    && python -c "from ratatoskr.memory.vector_pack import ACCELERATED; assert ACCELERATED" \
+    && python -c "from ratatoskr.memory.search.rank_accel import RANK_ACCELERATED; assert RANK_ACCELERATED" \
     && mkdir -p /data /tmp/ratatoskr-metrics \
     && chown ratatoskr:ratatoskr /data /tmp/ratatoskr-metrics
 

@@ -6,8 +6,8 @@ STAMP := $(VENV)/.installed-stamp
 
 .PHONY: run test lint bench bench-quick bench-1m bench-http bench-writers soak soak-steady token-flood clean
 
-# setup.py builds the C accelerator (ratatoskr/provider/_pack.c) with the machine's C compiler
-$(STAMP): pyproject.toml setup.py ratatoskr/provider/_pack.c
+# setup.py builds the C accelerator (ratatoskr/memory/_pack.c) with the machine's C compiler
+$(STAMP): pyproject.toml setup.py ratatoskr/memory/_pack.c
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[dev]'

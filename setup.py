@@ -11,15 +11,15 @@ from setuptools import Extension, setup
 setup(
     ext_modules=[
         Extension(
-            "ratatoskr.provider._pack",
-            ["ratatoskr/provider/_pack.c"],
+            "ratatoskr.memory._pack",
+            ["ratatoskr/memory/_pack.c"],
             optional=True,
             extra_compile_args=["-O2"],
         ),
         Extension(
-            "ratatoskr.provider._rank",
-            ["ratatoskr/provider/_rank.c", "ratatoskr/provider/_rank_exact.c"],
-            depends=["ratatoskr/provider/_rank.h"],
+            "ratatoskr.memory.search._rank",
+            ["ratatoskr/memory/search/_rank.c", "ratatoskr/memory/search/_rank_exact.c"],
+            depends=["ratatoskr/memory/search/_rank.h"],
             optional=True,
             extra_compile_args=["-O3", "-ffp-contract=off"],  # exact sums: see _rank.c
         ),

@@ -29,7 +29,7 @@ from bench.memory_data import (
     LoadResult,
     console,
 )
-from ratatoskr.provider.memory_store import RatatoskrMemoryStore
+from ratatoskr.memory.store import RatatoskrMemoryStore
 
 
 def median(xs: Sequence[float]) -> float:

@@ -67,12 +67,12 @@ from bench.memory_report import (
     rss_bytes,
     write_report,
 )
-from ratatoskr.provider.memory_store import (
+from ratatoskr.core.context import CallContext
+from ratatoskr.memory.store import (
     RatatoskrMemoryStore,
     open_memory_store,
     scope_condition,
 )
-from ratatoskr.wire.context import CallContext
 
 # -- loading -----------------------------------------------------------------------------
 

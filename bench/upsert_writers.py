@@ -26,8 +26,8 @@ from multiprocessing.synchronize import Barrier
 import numpy as np
 
 from bench.memory_data import make_dataset, make_records
-from ratatoskr.provider.memory_store import open_memory_store
-from ratatoskr.wire.context import CallContext
+from ratatoskr.core.context import CallContext
+from ratatoskr.memory.store import open_memory_store
 
 
 def writer(

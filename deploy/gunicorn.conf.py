@@ -1,7 +1,7 @@
 """gunicorn config for ratatoskr: ``gunicorn -c deploy/gunicorn.conf.py``.
 
-The settings live in the package (``ratatoskr/gunicorn_conf.py``) so that ``ratatoskr serve``
+The settings live in the package (``ratatoskr/server/gunicorn_conf.py``) so that ``ratatoskr serve``
 and a bare gunicorn command run with the same timeouts, hooks and logging.
 """
 
-from ratatoskr.gunicorn_conf import *  # noqa: F403
+from ratatoskr.server.gunicorn_conf import *  # noqa: F403

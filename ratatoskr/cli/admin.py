@@ -17,13 +17,13 @@ import apsw
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from ratatoskr.cli import admin_output as show
+from ratatoskr.core.errors import BifrostError
 from ratatoskr.ops import explore as explore_ops
 from ratatoskr.ops import forget as forget_ops
 from ratatoskr.ops import importer, listing, maintenance
 from ratatoskr.ops.filters import FACETS, PLANES, Filter, parse_pairs, parse_scope
 from ratatoskr.ops.stores import Paths, Stores
-from ratatoskr.storage.database import SchemaError
-from ratatoskr.wire.errors import BifrostError
+from ratatoskr.sqlite.database import SchemaError
 
 Handler = Callable[[argparse.Namespace, Stores], int]
 _ALL_FACETS = sorted({f for facets in FACETS.values() for f in facets})

@@ -13,7 +13,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from ratatoskr.wire.scope import AXES
+from ratatoskr.core.scope import AXES
 
 
 def console(*, stderr: bool = False) -> Console:

@@ -16,8 +16,8 @@ import httpx
 import orjson
 
 from ratatoskr.cli.token import add_token_options, mint_for
+from ratatoskr.core.errors import BifrostError
 from ratatoskr.wire.envelope import WIRE_VERSION
-from ratatoskr.wire.errors import BifrostError
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 

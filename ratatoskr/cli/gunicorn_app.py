@@ -1,4 +1,4 @@
-"""gunicorn run in-process, configured from ``ratatoskr.gunicorn_conf`` plus the settings.
+"""gunicorn run in-process, configured from ``ratatoskr.server.gunicorn_conf`` plus the settings.
 
 The process that runs ``ratatoskr serve`` becomes gunicorn's master, so a SIGTERM to it is
 a graceful shutdown and its exit status is gunicorn's.
@@ -10,9 +10,9 @@ from typing import Any
 
 from gunicorn.app.base import BaseApplication
 
-from ratatoskr import gunicorn_conf
-from ratatoskr.logs import logging_config
-from ratatoskr.settings import Settings
+from ratatoskr.server import gunicorn_conf
+from ratatoskr.server.logs import logging_config
+from ratatoskr.server.settings import Settings
 
 
 class ServeApplication(BaseApplication):  # type: ignore[misc]
@@ -39,6 +39,6 @@ class ServeApplication(BaseApplication):  # type: ignore[misc]
         )
 
     def load(self) -> Any:
-        from ratatoskr.server import create_app
+        from ratatoskr.server.app import create_app
 
         return create_app(self.settings)

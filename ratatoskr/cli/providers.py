@@ -15,9 +15,9 @@ from ratatoskr.cli.serve import dev_key_banner
 def _serve_one(plane: str) -> int:
     import uvicorn
 
-    from ratatoskr.logs import configure_logging
-    from ratatoskr.server import check_stores, create_app
-    from ratatoskr.settings import SettingsError, load_settings
+    from ratatoskr.server.app import check_stores, create_app
+    from ratatoskr.server.logs import configure_logging
+    from ratatoskr.server.settings import SettingsError, load_settings
 
     try:
         settings = load_settings(generate_dev_key=True)

@@ -57,7 +57,7 @@ def check_port_free(host: str, port: int) -> None:
     ``SO_REUSEPORT`` socket (``gunicorn_conf.reuse_port``), and such binds do not fail when
     another server of the same user holds the port with that option too: the two would
     silently share its connections. A probe bound without it does fail."""
-    from ratatoskr.settings import SettingsError
+    from ratatoskr.server.settings import SettingsError
 
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     with socket.socket(family, socket.SOCK_STREAM) as probe:
@@ -73,11 +73,11 @@ def check_port_free(host: str, port: int) -> None:
 
 def run(args: argparse.Namespace) -> int:
     # before anything imports prometheus_client: the multiprocess value class is chosen at import
-    from ratatoskr.gunicorn_conf import ensure_multiproc_dir, release_multiproc_dir
+    from ratatoskr.server.gunicorn_conf import ensure_multiproc_dir, release_multiproc_dir
 
     ensure_multiproc_dir()
-    from ratatoskr.server import check_stores
-    from ratatoskr.settings import SettingsError, load_settings
+    from ratatoskr.server.app import check_stores
+    from ratatoskr.server.settings import SettingsError, load_settings
 
     try:
         settings = load_settings(generate_dev_key=True)

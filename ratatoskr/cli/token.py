@@ -12,9 +12,9 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
-from ratatoskr.wire.errors import BifrostError
+from ratatoskr.core.errors import BifrostError
+from ratatoskr.core.scope import AXES
 from ratatoskr.wire.keys import Keyring, load_keyring
-from ratatoskr.wire.scope import AXES
 from ratatoskr.wire.tokens import DEFAULT_CONSUMER, DEFAULT_ISSUER, mint_token
 
 DEFAULT_SUB = "worldtree-dev"

@@ -11,8 +11,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ratatoskr.storage.scope_sql import COLUMNS, scope_condition
-from ratatoskr.wire.scope import AXES, MAX_VALUE_CHARS, Scope
+from ratatoskr.core.scope import AXES, MAX_VALUE_CHARS, Scope
+from ratatoskr.sqlite.scope_sql import COLUMNS, scope_condition
 
 MEMORY = "memory"
 AFFECT = "affect"

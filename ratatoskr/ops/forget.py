@@ -16,11 +16,11 @@ from typing import Any
 
 import apsw
 
+from ratatoskr.memory.store import RatatoskrMemoryStore
 from ratatoskr.ops.filters import AFFECT, MEMORY, TABLES, Filter, Table, condition, tables_for
 from ratatoskr.ops.stores import PlaneStore, Stores
-from ratatoskr.provider.memory_store import RatatoskrMemoryStore
-from ratatoskr.storage.database import Database
-from ratatoskr.storage.idempotency import IdempotencyTable
+from ratatoskr.sqlite.database import Database
+from ratatoskr.sqlite.idempotency import IdempotencyTable
 
 CHANGES_TABLE = "memory_changes"
 IDEMPOTENCY = {

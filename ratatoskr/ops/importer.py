@@ -19,13 +19,13 @@ from typing import Any
 
 import orjson
 
+from ratatoskr.affect.store import RatatoskrAffectStore
+from ratatoskr.core.context import CallContext
+from ratatoskr.core.errors import BifrostError, Unavailable
+from ratatoskr.memory.store import RatatoskrMemoryStore
 from ratatoskr.ops.filters import AFFECT, MEMORY
 from ratatoskr.ops.listing import check_limit
 from ratatoskr.ops.stores import PlaneStore
-from ratatoskr.provider.affect_store import RatatoskrAffectStore
-from ratatoskr.provider.memory_store import RatatoskrMemoryStore
-from ratatoskr.wire.context import CallContext
-from ratatoskr.wire.errors import BifrostError, Unavailable
 
 DEFAULT_BATCH = 200
 MAX_BATCH = 1000

@@ -15,7 +15,7 @@ import orjson
 
 from ratatoskr.ops.filters import MEMORY, Filter, Table, condition, tables_for
 from ratatoskr.ops.stores import PlaneStore
-from ratatoskr.storage.cursors import CursorCodec, filter_tag
+from ratatoskr.sqlite.cursors import CursorCodec, filter_tag
 
 MAX_LIST_LIMIT = 500
 DEFAULT_LIST_LIMIT = 50

@@ -16,13 +16,13 @@ from typing import Any
 
 import apsw
 
+from ratatoskr.core.errors import BifrostError
+from ratatoskr.memory.store import RatatoskrMemoryStore
 from ratatoskr.ops.filters import AFFECT, MEMORY, PLANES, TABLES
 from ratatoskr.ops.forget import IDEMPOTENCY
 from ratatoskr.ops.stores import Paths, Stores
-from ratatoskr.provider.memory_store import RatatoskrMemoryStore
-from ratatoskr.storage.database import SchemaError
-from ratatoskr.storage.jti import JtiLedger
-from ratatoskr.wire.errors import BifrostError
+from ratatoskr.sqlite.database import SchemaError
+from ratatoskr.sqlite.jti import JtiLedger
 
 _SHOWN_IDS = 5
 

@@ -15,10 +15,11 @@ from typing import Any
 
 import apsw
 
+from ratatoskr.affect.store import RatatoskrAffectStore, open_affect_store
+from ratatoskr.memory.store import RatatoskrMemoryStore, open_memory_store
 from ratatoskr.ops.filters import AFFECT, MEMORY, PLANES, check_plane
-from ratatoskr.provider.affect_store import RatatoskrAffectStore, open_affect_store
-from ratatoskr.provider.memory_store import RatatoskrMemoryStore, open_memory_store
-from ratatoskr.storage.database import SchemaError
+from ratatoskr.sqlite.database import SchemaError
+from ratatoskr.sqlite.jti import ledger_beside
 
 MEMORY_DB_ENV = "RATATOSKR_MEMORY_DB"
 AFFECT_DB_ENV = "RATATOSKR_AFFECT_DB"
@@ -68,10 +69,10 @@ class Paths:
         return self.memory if check_plane(plane) == MEMORY else self.affect
 
     def jti_ledgers(self) -> list[str]:
-        """The named ledger, else the ledger beside each plane file (``jti_ledger_path``)."""
+        """The named ledger, else the ledger beside each plane file (``ledger_beside``)."""
         if self.jti is not None:
             return [self.jti]
-        return [os.path.splitext(self.of(p))[0] + ".jti.db" for p in PLANES]
+        return [ledger_beside(self.of(p)) for p in PLANES]
 
 
 def stored_dim(path: str) -> int:

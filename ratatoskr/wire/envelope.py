@@ -15,7 +15,7 @@ import numpy as np
 import numpy.typing as npt
 import orjson
 
-from ratatoskr.wire.errors import BifrostError, MalformedEnvelope, UnsupportedVersion
+from ratatoskr.core.errors import BifrostError, MalformedEnvelope, UnsupportedVersion
 
 WIRE_VERSION = "0.6"
 ENVELOPE_KEYS = frozenset({"wire", "verb", "args", "request_id"})

@@ -3,9 +3,9 @@
 Each call walks the checks in the wire's order, and each check answers before the next one
 looks at anything: size and media type, token, body binding, envelope, plane/verb binding,
 verb, args, scope, replay, store. Storage (and the CPU-heavy argument parsing) runs on the
-store threads (``threads.py``), except a read-only verb's ``quick`` path: work bounded to
-about half a millisecond (a small scoped search), run on the event loop because the hand-off
-would cost more than the work. Every failure is a JSON error body.
+store threads the server hands in (``offload``), except a read-only verb's ``quick`` path:
+work bounded to about half a millisecond (a small scoped search), run on the event loop
+because the hand-off would cost more than the work. Every failure is a JSON error body.
 
 A failed authentication (every 401) is answered only after ``auth_tarpit`` seconds, so a
 client flooding bad tokens over a few connections is slowed to a trickle without costing CPU
@@ -27,19 +27,8 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from ratatoskr import __version__
-from ratatoskr.wire.calllog import CallRecord, log_call, log_internal_error, log_observer_error
-from ratatoskr.wire.context import CallContext
-from ratatoskr.wire.envelope import (
-    WIRE_VERSION,
-    Envelope,
-    decode_object,
-    envelope_from,
-    error_body,
-    new_request_id,
-    request_id_of,
-    success_body,
-)
-from ratatoskr.wire.errors import (
+from ratatoskr.core.context import CallContext
+from ratatoskr.core.errors import (
     BifrostError,
     BindingMismatch,
     InternalError,
@@ -51,10 +40,20 @@ from ratatoskr.wire.errors import (
     UnknownPlane,
     UnsupportedMediaType,
 )
+from ratatoskr.wire.calllog import CallRecord, log_call, log_internal_error, log_observer_error
+from ratatoskr.wire.envelope import (
+    WIRE_VERSION,
+    Envelope,
+    decode_object,
+    envelope_from,
+    error_body,
+    new_request_id,
+    request_id_of,
+    success_body,
+)
 from ratatoskr.wire.observer import CallObserver
 from ratatoskr.wire.plane import DEFERRED, Plane, Verb
 from ratatoskr.wire.replay import ReplayGuard
-from ratatoskr.wire.threads import run_in_store_thread
 from ratatoskr.wire.tokens import TokenVerifier, VerifiedToken
 
 DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024
@@ -72,6 +71,8 @@ JSON = "application/json"
 _BODY_LEFT_UNREAD = (RequestTimeout, PayloadTooLarge)
 
 Handler = Callable[[CallRecord, VerifiedToken, Envelope], Awaitable[bytes]]
+# runs a blocking store call off the event loop: the server hands in its store threads
+Offload = Callable[..., Awaitable[Any]]
 
 
 class WireEndpoints:
@@ -84,6 +85,7 @@ class WireEndpoints:
         replay_guard: ReplayGuard,
         consumer_id: str,
         *,
+        offload: Offload,
         max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
         body_timeout: float = DEFAULT_BODY_TIMEOUT,
         auth_tarpit: float = DEFAULT_AUTH_TARPIT_MS / 1000,
@@ -110,6 +112,7 @@ class WireEndpoints:
         self.tarpit_held = 0  # refused calls sleeping now (one event loop: no lock needed)
         self.server = {"name": server_name, "version": server_version}
         self.observer = observer
+        self.offload = offload
 
     def routes(self) -> list[BaseRoute]:
         routes: list[BaseRoute] = [
@@ -147,7 +150,7 @@ class WireEndpoints:
         return Response(orjson.dumps({"status": "ok"}), media_type=JSON)
 
     async def readyz(self, request: Request) -> Response:
-        planes = {name: await run_in_store_thread(p.health) for name, p in self.planes.items()}
+        planes = {name: await self.offload(p.health) for name, p in self.planes.items()}
         ready = all(h["status"] in ("ok", "degraded") for h in planes.values())
         body = orjson.dumps({"ready": ready, "planes": planes})
         return Response(body, status_code=200 if ready else 503, media_type=JSON)
@@ -271,10 +274,10 @@ class WireEndpoints:
                 result = plane.execute_quick(verb, prepared, ctx)
                 if result is not DEFERRED:
                     return self._answer_body(result, ctx, record)
-                return await run_in_store_thread(self._execute, plane, verb, prepared, ctx, record)
-            return await run_in_store_thread(
-                self._run, plane, verb, envelope.args, ctx, token, record
-            )
+                body: bytes = await self.offload(self._execute, plane, verb, prepared, ctx, record)
+                return body
+            body = await self.offload(self._run, plane, verb, envelope.args, ctx, token, record)
+            return body
 
         return handler
 
@@ -311,7 +314,7 @@ class WireEndpoints:
         if env.verb != HANDSHAKE_VERB:
             raise BindingMismatch("the handshake route takes the verb handshake only")
         names = self._handshake_planes(env.args)
-        planes = {name: await run_in_store_thread(self.planes[name].handshake) for name in names}
+        planes = {name: await self.offload(self.planes[name].handshake) for name in names}
         result = {
             "wire": WIRE_VERSION,
             "consumer_id": self.consumer_id,

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import orjson
 
-from ratatoskr.wire.errors import InvalidToken
+from ratatoskr.core.errors import InvalidToken
 
 MIN_KEY_BYTES = 32  # RFC 7518 section 3.2: an HS256 key is at least the hash size
 KEY_ENV = "RATATOSKR_HEIMDALL_KEY"

@@ -13,8 +13,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ratatoskr.wire.context import CallContext
-from ratatoskr.wire.errors import InvalidArguments, UnknownVerb, Unsupported
+from ratatoskr.core.context import CallContext
+from ratatoskr.core.errors import InvalidArguments, UnknownVerb, Unsupported
 
 Prepare = Callable[[Mapping[str, Any], CallContext], Any]
 Execute = Callable[[Any, Any, CallContext], Any]

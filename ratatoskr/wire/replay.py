@@ -1,6 +1,6 @@
 """What the wire needs from a replay ledger: claim a token id once, across every worker.
 
-The wire sees only this Protocol; the SQLite ledger lives in ``ratatoskr.storage.jti``.
+The wire sees only this Protocol; the SQLite ledger lives in ``ratatoskr.sqlite.jti``.
 """
 
 from __future__ import annotations

@@ -22,9 +22,9 @@ from typing import Any
 import jwt
 import orjson
 
-from ratatoskr.wire.errors import BifrostError, BindingMismatch, InvalidToken
+from ratatoskr.core.errors import BifrostError, BindingMismatch, InvalidToken
+from ratatoskr.core.scope import Scope, validate_scope
 from ratatoskr.wire.keys import Keyring, keyring_from_env, load_keyring
-from ratatoskr.wire.scope import Scope, validate_scope
 
 __all__ = [
     "ALGORITHM",

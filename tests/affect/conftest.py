@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from ratatoskr.provider.affect_reference import ReferenceAffectStore
-from ratatoskr.provider.affect_store import RatatoskrAffectStore, open_affect_store
+from ratatoskr.affect.reference import ReferenceAffectStore
+from ratatoskr.affect.store import RatatoskrAffectStore, open_affect_store
 from tests.affect.helpers import FakeClock
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ratatoskr.wire.context import CallContext
+from ratatoskr.core.context import CallContext
 
 T1 = {"tenant": "t1"}
 T2 = {"tenant": "t2"}

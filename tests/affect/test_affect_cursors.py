@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from ratatoskr.provider.affect_reference import ReferenceAffectStore
-from ratatoskr.provider.affect_store import RatatoskrAffectStore, open_affect_store
-from ratatoskr.storage.cursors import CursorCodec, filter_tag
-from ratatoskr.wire.errors import InvalidArguments
+from ratatoskr.affect.reference import ReferenceAffectStore
+from ratatoskr.affect.store import RatatoskrAffectStore, open_affect_store
+from ratatoskr.core.errors import InvalidArguments
+from ratatoskr.sqlite.cursors import CursorCodec, filter_tag
 from tests.affect.helpers import T1, T2, FakeClock, append, ctx, event, put, state
 
 SECRET = b"s" * 32

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from ratatoskr.provider.affect_rules import parse_time
-from ratatoskr.wire.errors import (
+from ratatoskr.affect.rules import parse_time
+from ratatoskr.core.errors import (
     EventConflict,
     IdempotencyConflict,
     InvalidArguments,

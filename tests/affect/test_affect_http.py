@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 from starlette.testclient import TestClient
 
-from ratatoskr.planes.apps import build_affect_app
-from ratatoskr.provider.affect_store import RatatoskrAffectStore, open_affect_store
-from ratatoskr.storage.jti import JtiLedger
+from ratatoskr.affect.store import RatatoskrAffectStore, open_affect_store
+from ratatoskr.server.apps import build_affect_app
+from ratatoskr.sqlite.jti import JtiLedger
 from tests.wire.helpers import KEY, TENANT, call, envelope, error_code, ok, post, token_for
 
 

@@ -17,10 +17,10 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition, rule
 
-from ratatoskr.provider.affect_reference import ReferenceAffectStore
-from ratatoskr.provider.affect_store import open_affect_store
-from ratatoskr.storage.cursors import load_secret
-from ratatoskr.wire.errors import BifrostError, RevisionMismatch
+from ratatoskr.affect.reference import ReferenceAffectStore
+from ratatoskr.affect.store import open_affect_store
+from ratatoskr.core.errors import BifrostError, RevisionMismatch
+from ratatoskr.sqlite.cursors import load_secret
 from tests.affect.helpers import FakeClock, ctx
 
 IDS = ["a", "b", "c", "d", "A", "é", "a b"]

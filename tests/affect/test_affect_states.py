@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from ratatoskr.wire.errors import (
+from ratatoskr.core.errors import (
     IdempotencyConflict,
     InvalidArguments,
     InvalidFilter,

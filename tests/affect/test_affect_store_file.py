@@ -7,10 +7,10 @@ from pathlib import Path
 import apsw
 import pytest
 
-from ratatoskr.provider.affect_store import RatatoskrAffectStore, open_affect_store
-from ratatoskr.provider.memory_store import open_memory_store
-from ratatoskr.storage.database import SchemaError
-from ratatoskr.wire.errors import EventConflict, RevisionMismatch
+from ratatoskr.affect.store import RatatoskrAffectStore, open_affect_store
+from ratatoskr.core.errors import EventConflict, RevisionMismatch
+from ratatoskr.memory.store import open_memory_store
+from ratatoskr.sqlite.database import SchemaError
 from tests.affect.helpers import append, event, put, state
 
 

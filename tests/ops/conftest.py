@@ -12,10 +12,10 @@ from typing import Any
 import orjson
 import pytest
 
+from ratatoskr.affect.store import open_affect_store
 from ratatoskr.cli import main
-from ratatoskr.provider.affect_store import open_affect_store
-from ratatoskr.provider.memory_store import open_memory_store
-from ratatoskr.wire.context import CallContext
+from ratatoskr.core.context import CallContext
+from ratatoskr.memory.store import open_memory_store
 
 DIM = 8
 CTX = CallContext(actor="worldtree")

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from ratatoskr.provider.memory_store import open_memory_store
+from ratatoskr.memory.store import open_memory_store
 from tests.ops.conftest import CTX, DIM, Files, chunks
 
 AXIS_FACETS = ("tenant", "group", "end_user", "agent_self")

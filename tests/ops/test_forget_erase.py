@@ -7,8 +7,8 @@ import struct
 from pathlib import Path
 from typing import Any
 
-from ratatoskr.provider.affect_store import open_affect_store
-from ratatoskr.provider.memory_store import open_memory_store
+from ratatoskr.affect.store import open_affect_store
+from ratatoskr.memory.store import open_memory_store
 from tests.ops.conftest import CTX, DIM, Files
 
 

@@ -12,10 +12,10 @@ import apsw
 import pytest
 import sqlite_vec
 
+from ratatoskr.affect.store import open_affect_store
 from ratatoskr.cli import main
-from ratatoskr.provider.affect_store import open_affect_store
-from ratatoskr.provider.memory_store import open_memory_store
-from ratatoskr.storage.jti import JtiLedger
+from ratatoskr.memory.store import open_memory_store
+from ratatoskr.sqlite.jti import JtiLedger
 from tests.ops.conftest import CTX, DIM, Files
 
 COMMANDS = (

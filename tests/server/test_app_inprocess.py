@@ -12,9 +12,9 @@ import orjson
 import pytest
 from starlette.testclient import TestClient
 
-from ratatoskr.logs import formatter
-from ratatoskr.server import create_app
-from ratatoskr.settings import load_settings
+from ratatoskr.server.app import create_app
+from ratatoskr.server.logs import formatter
+from ratatoskr.server.settings import load_settings
 from ratatoskr.wire.calllog import CallRecord
 from tests.server.harness import KEY, envelope, token, vec
 

@@ -22,7 +22,7 @@ NAMES = ("worker_class", "max_requests", "control_socket_disable", "graceful_tim
 def gunicorn_settings() -> dict[str, Any]:
     """The packaged gunicorn config, read in a child: importing it sets the metrics variable."""
     code = (
-        "import json, ratatoskr.gunicorn_conf as c; "
+        "import json, ratatoskr.server.gunicorn_conf as c; "
         f"print(json.dumps({{n: getattr(c, n) for n in {NAMES!r}}}))"
     )
     with tempfile.TemporaryDirectory() as metrics:
@@ -62,7 +62,7 @@ def test_gunicorn_settings_are_the_production_ones() -> None:
     assert conf["control_socket_disable"] is True
     assert conf["graceful_timeout"] < conf["timeout"]
     deploy = (ROOT / "deploy" / "gunicorn.conf.py").read_text()
-    assert "from ratatoskr.gunicorn_conf import *" in deploy
+    assert "from ratatoskr.server.gunicorn_conf import *" in deploy
 
 
 def test_the_dockerfile_runs_what_the_tests_run() -> None:

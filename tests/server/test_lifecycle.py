@@ -7,7 +7,7 @@ import socket
 
 import httpx
 
-from ratatoskr.provider.memory_store import open_memory_store
+from ratatoskr.memory.store import open_memory_store
 from tests.server.harness import DIM, Server, envelope, poll, token, vec
 
 

@@ -12,8 +12,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from ratatoskr.provider.memory_store import open_memory_store
-from ratatoskr.settings import SettingsError, load_settings
+from ratatoskr.memory.store import open_memory_store
+from ratatoskr.server.settings import SettingsError, load_settings
 from tests.server.harness import Server, clean_env, free_port
 
 SHORT_KEY = "zq-short-key-7a"

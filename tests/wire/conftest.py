@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from starlette.testclient import TestClient
 
-from ratatoskr.planes.apps import build_memory_app
-from ratatoskr.provider.memory_store import RatatoskrMemoryStore, open_memory_store
-from ratatoskr.storage.jti import JtiLedger
+from ratatoskr.memory.store import RatatoskrMemoryStore, open_memory_store
+from ratatoskr.server.apps import build_memory_app
+from ratatoskr.sqlite.jti import JtiLedger
 from tests.wire.helpers import DIM, KEY
 
 

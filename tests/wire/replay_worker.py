@@ -11,8 +11,8 @@ import sys
 import orjson
 from starlette.testclient import TestClient
 
-from ratatoskr.planes.apps import build_memory_app
-from ratatoskr.provider.memory_store import open_memory_store
+from ratatoskr.memory.store import open_memory_store
+from ratatoskr.server.apps import build_memory_app
 from tests.wire.helpers import DIM, KEY, post
 
 

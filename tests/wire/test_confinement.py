@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 from starlette.testclient import TestClient
 
-from ratatoskr.provider.memory_store import RatatoskrMemoryStore
-from ratatoskr.wire.context import CallContext
+from ratatoskr.core.context import CallContext
+from ratatoskr.memory.store import RatatoskrMemoryStore
 from tests.wire.helpers import call, error_code, ok, record, vec
 
 OPERATOR = CallContext(actor="operator")  # unscoped: the whole store, as on the host

@@ -8,7 +8,7 @@ import pytest
 from starlette.routing import Route
 from starlette.testclient import TestClient
 
-from ratatoskr.provider.memory_reference import ReferenceMemoryStore
+from ratatoskr.memory.reference import ReferenceMemoryStore
 from ratatoskr.provider.memory_store import RatatoskrMemoryStore, build_memory_provider_app
 from tests.wire.helpers import DIM, KEY, call, ok
 
@@ -73,7 +73,7 @@ def test_store_module_does_not_import_http_at_import_time() -> None:
 
     code = (
         "import sys, ratatoskr.provider.memory_store;"
-        "print(any(m.startswith(('starlette', 'ratatoskr.planes', 'ratatoskr.wire.http'))"
+        "print(any(m.startswith(('starlette', 'ratatoskr.server', 'ratatoskr.wire'))"
         " for m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

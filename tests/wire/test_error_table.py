@@ -10,11 +10,11 @@ import apsw
 import pytest
 from starlette.testclient import TestClient
 
-from ratatoskr.planes.apps import build_memory_app, build_plane_app
-from ratatoskr.provider.memory_store import RatatoskrMemoryStore, open_memory_store
-from ratatoskr.storage.database import DatabaseSettings
-from ratatoskr.storage.jti import JtiLedger
-from ratatoskr.wire.context import CallContext
+from ratatoskr.core.context import CallContext
+from ratatoskr.memory.store import RatatoskrMemoryStore, open_memory_store
+from ratatoskr.server.apps import build_memory_app, build_plane_app
+from ratatoskr.sqlite.database import DatabaseSettings
+from ratatoskr.sqlite.jti import JtiLedger
 from ratatoskr.wire.keys import Keyring
 from ratatoskr.wire.plane import Plane, Verb, VerbTable, no_args
 from ratatoskr.wire.tokens import TokenVerifier

@@ -20,8 +20,8 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from ratatoskr.planes.apps import build_memory_app
-from ratatoskr.provider.memory_store import open_memory_store
+from ratatoskr.memory.store import open_memory_store
+from ratatoskr.server.apps import build_memory_app
 from tests.wire.helpers import DIM, KEY, token_for
 
 

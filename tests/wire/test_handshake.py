@@ -8,8 +8,8 @@ import orjson
 from starlette.testclient import TestClient
 
 from ratatoskr import __version__
-from ratatoskr.planes.memory import memory_table
-from ratatoskr.provider.memory_store import RatatoskrMemoryStore
+from ratatoskr.memory.store import RatatoskrMemoryStore
+from ratatoskr.memory.verbs import memory_table
 from ratatoskr.wire.openapi import openapi_document
 from tests.wire.helpers import call, envelope, error_code, ok, post, token_for
 
@@ -96,5 +96,5 @@ def test_openapi_is_served_and_matches_the_docs(client: TestClient) -> None:
     assert set(document["paths"]) >= {"/bifrost/handshake", "/bifrost/memory-call"}
     expected = openapi_document([memory_table(768)])
     on_disk = orjson.loads(DOCS.read_bytes())
-    assert on_disk == expected, "regenerate with: python -m ratatoskr.planes.openapi_doc"
+    assert on_disk == expected, "regenerate with: python -m ratatoskr.server.openapi_doc"
     assert document == expected

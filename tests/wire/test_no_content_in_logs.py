@@ -9,8 +9,8 @@ import orjson
 import pytest
 from starlette.testclient import TestClient
 
-from ratatoskr.planes.apps import build_memory_app
-from ratatoskr.provider.memory_store import RatatoskrMemoryStore
+from ratatoskr.memory.store import RatatoskrMemoryStore
+from ratatoskr.server.apps import build_memory_app
 from tests.wire.helpers import KEY, OTHER_KEY, call, envelope, post, record, token_for, vec
 
 MARKER = "zq-MARKER-7f3a9c-content"

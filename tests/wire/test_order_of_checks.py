@@ -8,9 +8,9 @@ import anyio
 import orjson
 from starlette.testclient import TestClient
 
-from ratatoskr.planes.apps import build_memory_app
-from ratatoskr.provider.memory_store import RatatoskrMemoryStore
-from ratatoskr.storage.jti import JtiLedger
+from ratatoskr.memory.store import RatatoskrMemoryStore
+from ratatoskr.server.apps import build_memory_app
+from ratatoskr.sqlite.jti import JtiLedger
 from tests.wire.helpers import (
     KEY,
     OTHER_KEY,

@@ -8,9 +8,9 @@ from typing import Any
 
 from starlette.testclient import TestClient
 
-from ratatoskr.planes.apps import build_memory_app
-from ratatoskr.provider.memory_reference import ReferenceMemoryStore
-from ratatoskr.provider.memory_store import open_memory_store
+from ratatoskr.memory.reference import ReferenceMemoryStore
+from ratatoskr.memory.store import open_memory_store
+from ratatoskr.server.apps import build_memory_app
 from tests.wire.helpers import DIM, KEY, call, record, vec
 
 ACME = {"tenant": "acme"}

@@ -9,8 +9,8 @@ from pathlib import Path
 import orjson
 from starlette.testclient import TestClient
 
-from ratatoskr.provider.memory_store import RatatoskrMemoryStore
-from ratatoskr.storage.jti import JtiLedger
+from ratatoskr.memory.store import RatatoskrMemoryStore
+from ratatoskr.sqlite.jti import JtiLedger
 from tests.wire.helpers import call, envelope, error_code, ok, post, record, token_for, vec
 
 ROOT = Path(__file__).resolve().parents[2]

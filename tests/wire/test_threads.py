@@ -9,7 +9,7 @@ import threading
 
 import pytest
 
-from ratatoskr.wire.threads import StoreThreads, run_in_store_thread, store_threads
+from ratatoskr.server.threads import StoreThreads, run_in_store_thread, store_threads
 
 REQUEST = contextvars.ContextVar("request", default="-")
 

@@ -15,8 +15,8 @@ import orjson
 import pytest
 from starlette.testclient import TestClient
 
-from ratatoskr.planes.apps import build_memory_app
-from ratatoskr.provider.memory_store import RatatoskrMemoryStore
+from ratatoskr.memory.store import RatatoskrMemoryStore
+from ratatoskr.server.apps import build_memory_app
 from ratatoskr.wire.keys import KEY_ENV, KEY_FILE_ENV, KEYS_FILE_ENV, Keyring, load_keyring
 from ratatoskr.wire.tokens import REQUIRED_CLAIMS, TokenVerifier, body_digest, mint_token
 from tests.wire.helpers import (

@@ -1,0 +1,259 @@
+"""The reference affect store: the same verbs and rules in plain Python, held in memory.
+
+It is the oracle of the affect parity suite. It shares the argument rules (``affect_rules``)
+and the cursor format (``storage.cursors``) with the SQLite store and nothing else: no SQL,
+every read a sort and a filter over every item. Given the SQLite store's cursor secret it
+hands out byte-identical cursors, so the two can be compared whole.
+"""
+
+from __future__ import annotations
+
+import copy
+import secrets
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from ratatoskr.affect import rules
+from ratatoskr.core import reference_records
+from ratatoskr.core.context import CallContext
+from ratatoskr.core.errors import (
+    EventConflict,
+    IdempotencyConflict,
+    RevisionMismatch,
+    ScopeForbidden,
+)
+from ratatoskr.core.scope import contains, matches
+from ratatoskr.sqlite.cursors import SECRET_BYTES, CursorCodec
+from ratatoskr.sqlite.idempotency import CLASS_TTL_SECONDS, idempotency_id
+
+
+@dataclass
+class _State:
+    record: dict[str, Any]
+    scope: dict[str, str]
+    revision: int
+
+
+@dataclass(frozen=True)
+class _Entry:
+    digest: str
+    expires_at: float
+    ids: list[str]
+
+
+class ReferenceAffectStore:
+    """In-memory affect plane with exactly the rules of ``RatatoskrAffectStore``."""
+
+    def __init__(
+        self, *, clock: Callable[[], float] = time.time, secret: bytes | None = None
+    ) -> None:
+        self.clock = clock
+        self.cursors = CursorCodec(secret or secrets.token_bytes(SECRET_BYTES))
+        self.states: dict[str, _State] = {}
+        self.events: dict[str, rules.Item] = {}
+        self.idempotency: dict[str, _Entry] = {}
+
+    def describe_store(self) -> dict[str, Any]:
+        return {**rules.CAPABILITIES, "filterable_metadata_fields": []}
+
+    def health(self) -> dict[str, Any]:
+        return {"status": "ok", "reason": None}
+
+    # -- states ------------------------------------------------------------------------
+
+    def put_many(
+        self,
+        records: list[dict[str, Any]],
+        *,
+        idempotency_key: str,
+        ctx: CallContext,
+        expected_revisions: dict[str, int] | None = None,
+        idempotency_class: str | None = None,
+    ) -> dict[str, Any]:
+        call = rules.parse_put(records, idempotency_key, expected_revisions, idempotency_class)
+        rules.confine_writes(call.states, ctx.scope)
+        return self.put_parsed(call, ctx)
+
+    def put_parsed(self, call: rules.PutCall, ctx: CallContext) -> dict[str, Any]:
+        iid = idempotency_id("put_many", ctx.actor, call.idempotency_key)
+        now = self.clock()
+        if self._replay(iid, call.digest, now) is not None:
+            return {"written": len(call.states), "replayed": True}
+        for item in call.states:
+            stored = self.states.get(item.id)
+            if stored is not None and not contains(stored.scope, ctx.scope):
+                raise ScopeForbidden(f"record {item.id} exists outside the token scope")
+        if call.expected_revisions is not None:
+            mismatches = [
+                {"id": sid, "expected": rev, "actual": self._revision(sid)}
+                for sid, rev in call.expected_revisions.items()
+                if self._revision(sid) != rev
+            ]
+            if mismatches:
+                raise RevisionMismatch(mismatches)
+        for item in call.states:
+            self.states[item.id] = _State(
+                copy.deepcopy(item.record), dict(item.scope), self._revision(item.id) + 1
+            )
+        self._remember(iid, call.digest, call.idempotency_class, [s.id for s in call.states], now)
+        return {"written": len(call.states), "replayed": False}
+
+    def delete_many(self, ids: list[str], *, ctx: CallContext | None = None) -> dict[str, int]:
+        return reference_records.delete_many(self.states, ids, ctx)
+
+    def get(self, id: str, *, ctx: CallContext | None = None) -> dict[str, Any] | None:
+        found = self.get_many([rules.check_id(id, "id")], ctx=ctx)
+        return found[0] if found else None
+
+    def get_many(self, ids: list[str], *, ctx: CallContext | None = None) -> list[dict[str, Any]]:
+        return reference_records.get_many(self.states, ids, ctx)
+
+    def list_parsed(self, call: rules.ListCall) -> dict[str, Any]:
+        tag = rules.cursor_tag("list", call)
+        after = ""  # every id is longer than the empty string
+        if call.cursor is not None:
+            after = str(self.cursors.open(call.cursor, tag, (str,)).key[0])
+        admitted = sorted(
+            sid
+            for sid, s in self.states.items()
+            if matches(s.scope, call.scope_all, call.scope_any) and sid > after
+        )
+        page = admitted[: call.limit]
+        more = len(admitted) > call.limit
+        return {
+            "records": [
+                rules.with_revision(copy.deepcopy(self.states[s].record), self.states[s].revision)
+                for s in page
+            ],
+            "next_cursor": self.cursors.make(tag, (page[-1],)) if more else None,
+        }
+
+    # -- events ------------------------------------------------------------------------
+
+    def append_events(
+        self,
+        events: list[dict[str, Any]],
+        *,
+        idempotency_key: str,
+        ctx: CallContext,
+        idempotency_class: str | None = None,
+    ) -> dict[str, Any]:
+        call = rules.parse_append(events, idempotency_key, idempotency_class)
+        rules.confine_writes(call.events, ctx.scope)
+        return self.append_parsed(call, ctx)
+
+    def append_parsed(self, call: rules.AppendCall, ctx: CallContext) -> dict[str, Any]:
+        iid = idempotency_id("append_events", ctx.actor, call.idempotency_key)
+        now = self.clock()
+        replayed = self._replay(iid, call.digest, now)
+        if replayed is not None:
+            return {"appended": len(replayed.ids), "replayed": True}
+        for item in call.events:
+            stored = self.events.get(item.id)
+            if stored is not None and not contains(stored.scope, ctx.scope):
+                raise ScopeForbidden(f"event {item.id} exists outside the token scope")
+        conflicts = [
+            e.id
+            for e in call.events
+            if e.id in self.events and not rules.events_equal(self.events[e.id].record_json, e)
+        ]
+        if conflicts:
+            raise EventConflict(
+                f"{len(conflicts)} event id(s) already hold another event: "
+                + ", ".join(conflicts[:10]),
+                details={"ids": conflicts},
+            )
+        fresh = [e for e in call.events if e.id not in self.events]
+        for item in fresh:
+            self.events[item.id] = rules.Item(
+                item.id, dict(item.scope), copy.deepcopy(item.record), item.record_json, item.at_us
+            )
+        self._remember(iid, call.digest, call.idempotency_class, [e.id for e in fresh], now)
+        return {"appended": len(fresh), "replayed": False}
+
+    def read_events(
+        self,
+        *,
+        limit: int,
+        scope_all: dict[str, str] | None = None,
+        scope_any: list[dict[str, str]] | None = None,
+        since: str | None = None,
+        until: str | None = None,
+        order: str | None = None,
+        cursor: str | None = None,
+        ctx: CallContext | None = None,
+    ) -> dict[str, Any]:
+        call = rules.parse_read_events(scope_all, scope_any, since, until, order, limit, cursor)
+        if ctx is not None:
+            call = rules.confine_read(call, ctx.scope)
+        return self.read_events_parsed(call)
+
+    def read_events_parsed(self, call: rules.ListCall) -> dict[str, Any]:
+        tag = rules.cursor_tag("read_events", call)
+        after = None
+        if call.cursor is not None:
+            after = self.cursors.open(call.cursor, tag, (int, str), descending=call.descending)
+        keyed = sorted(
+            ((e.at_us or 0, e.id) for e in self._admitted_events(call)),
+            reverse=call.descending,
+        )
+        if after is not None:
+            pivot = (int(after.key[0]), str(after.key[1]))
+            keyed = [k for k in keyed if (k < pivot if call.descending else k > pivot)]
+        page = keyed[: call.limit]
+        more = len(keyed) > call.limit
+        return {
+            "events": [copy.deepcopy(self.events[i].record) for _, i in page],
+            "next_cursor": (
+                self.cursors.make(tag, page[-1], descending=call.descending) if more else None
+            ),
+        }
+
+    # -- internals -------------------------------------------------------------------
+
+    def _admitted_events(self, call: rules.ListCall) -> Iterable[rules.Item]:
+        for event in self.events.values():
+            at = event.at_us or 0
+            if not matches(event.scope, call.scope_all, call.scope_any):
+                continue
+            if call.since_us is not None and at < call.since_us:
+                continue
+            if call.until_us is not None and at >= call.until_us:
+                continue
+            yield event
+
+    def _replay(self, iid: str, digest: str, now: float) -> _Entry | None:
+        """The live entry of a replay; ``IdempotencyConflict`` for a reused key."""
+        entry = self.idempotency.get(iid)
+        if entry is None or entry.expires_at <= now:
+            return None
+        if entry.digest != digest:
+            raise IdempotencyConflict("idempotency_key was already used with a different payload")
+        return entry
+
+    def _remember(self, iid: str, digest: str, klass: str, ids: list[str], now: float) -> None:
+        self.idempotency[iid] = _Entry(digest, now + CLASS_TTL_SECONDS[klass], ids)
+
+    def _revision(self, state_id: str) -> int:
+        stored = self.states.get(state_id)
+        return stored.revision if stored else 0
+
+    def close(self) -> None:
+        pass
+
+    # ``list`` last: inside the class body the name would shadow the builtin in annotations.
+    def list(
+        self,
+        *,
+        limit: int,
+        scope_all: dict[str, str] | None = None,
+        scope_any: list[dict[str, str]] | None = None,
+        cursor: str | None = None,
+        ctx: CallContext | None = None,
+    ) -> dict[str, Any]:
+        call = rules.parse_list(scope_all, scope_any, limit, cursor)
+        if ctx is not None:
+            call = rules.confine_read(call, ctx.scope)
+        return self.list_parsed(call)

@@ -1,0 +1,214 @@
+"""The affect plane's verb table: which verbs, which args, and the store call behind each.
+
+Argument rules live in ``affect_rules`` (shared with both stores); this table only routes
+them so that validation and confinement (``prepare``) run before the replay check and the
+store (``execute``). Cursors are opened by the store, which holds their secret, against the
+already confined filter. Any store with the methods of ``AffectStore`` can serve it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+from ratatoskr.affect import rules
+from ratatoskr.core.context import CallContext
+from ratatoskr.wire.plane import Plane, VerbTable
+from ratatoskr.wire.verbs import (
+    EXPECTED_REVISIONS,
+    FILTER_SCHEMA,
+    IDEMPOTENCY_CLASS,
+    IDEMPOTENCY_KEY,
+    SCOPE_SCHEMA,
+    STRING_ID,
+    args_schema,
+    delete_many_verb,
+    describe_store_verb,
+    get_many_verb,
+    health_verb,
+    verb,
+)
+
+PLANE = "affect"
+
+
+class AffectStore(Protocol):
+    """What the affect plane needs of a store (``RatatoskrAffectStore`` and the reference)."""
+
+    def describe_store(self) -> dict[str, Any]: ...
+    def health(self) -> dict[str, Any]: ...
+    def put_parsed(self, call: rules.PutCall, ctx: CallContext) -> dict[str, Any]: ...
+    def append_parsed(self, call: rules.AppendCall, ctx: CallContext) -> dict[str, Any]: ...
+    def list_parsed(self, call: rules.ListCall) -> dict[str, Any]: ...
+    def read_events_parsed(self, call: rules.ListCall) -> dict[str, Any]: ...
+    def get(self, id: str, *, ctx: CallContext | None = None) -> dict[str, Any] | None: ...
+    def get_many(
+        self, ids: list[str], *, ctx: CallContext | None = None
+    ) -> list[dict[str, Any]]: ...
+    def delete_many(self, ids: list[str], *, ctx: CallContext | None = None) -> dict[str, int]: ...
+
+
+# -- prepare: validation and confinement, no storage ------------------------------------
+
+
+def _prepare_put(args: Mapping[str, Any], ctx: CallContext) -> rules.PutCall:
+    call = rules.parse_put(
+        args.get("records"),
+        args.get("idempotency_key"),
+        args.get("expected_revisions"),
+        args.get("idempotency_class"),
+    )
+    rules.confine_writes(call.states, ctx.scope)
+    return call
+
+
+def _prepare_append(args: Mapping[str, Any], ctx: CallContext) -> rules.AppendCall:
+    call = rules.parse_append(
+        args.get("events"), args.get("idempotency_key"), args.get("idempotency_class")
+    )
+    rules.confine_writes(call.events, ctx.scope)
+    return call
+
+
+def _prepare_list(args: Mapping[str, Any], ctx: CallContext) -> rules.ListCall:
+    call = rules.parse_list(
+        args.get("scope_all"), args.get("scope_any"), args.get("limit"), args.get("cursor")
+    )
+    return rules.confine_read(call, ctx.scope)
+
+
+def _prepare_read_events(args: Mapping[str, Any], ctx: CallContext) -> rules.ListCall:
+    call = rules.parse_read_events(
+        args.get("scope_all"),
+        args.get("scope_any"),
+        args.get("since"),
+        args.get("until"),
+        args.get("order"),
+        args.get("limit"),
+        args.get("cursor"),
+    )
+    return rules.confine_read(call, ctx.scope)
+
+
+def _prepare_get(args: Mapping[str, Any], ctx: CallContext) -> str:
+    return rules.check_id(args.get("id"), "id")
+
+
+# -- execute: the store -----------------------------------------------------------------
+
+
+def _put(store: AffectStore, call: rules.PutCall, ctx: CallContext) -> dict[str, Any]:
+    return store.put_parsed(call, ctx)
+
+
+def _append(store: AffectStore, call: rules.AppendCall, ctx: CallContext) -> dict[str, Any]:
+    return store.append_parsed(call, ctx)
+
+
+def _list(store: AffectStore, call: rules.ListCall, ctx: CallContext) -> dict[str, Any]:
+    return store.list_parsed(call)
+
+
+def _read_events(store: AffectStore, call: rules.ListCall, ctx: CallContext) -> dict[str, Any]:
+    return store.read_events_parsed(call)
+
+
+def _get(store: AffectStore, state_id: str, ctx: CallContext) -> dict[str, Any] | None:
+    return store.get(state_id, ctx=ctx)
+
+
+# -- argument schemas (documentation and fuzzing) ---------------------------------------
+
+_TIME = {"type": "string", "format": "date-time", "description": "RFC 3339 with an offset"}
+_CURSOR = {"type": "string", "nullable": True, "description": "next_cursor of the last page"}
+_STATE = {
+    "type": "object",
+    "description": "stored verbatim; the store reads only id and scope",
+    "properties": {"id": STRING_ID, "scope": SCOPE_SCHEMA},
+    "required": ["id"],
+    "additionalProperties": True,
+}
+_EVENT = {
+    "type": "object",
+    "description": "immutable, stored verbatim; the store reads only id, scope and at",
+    "properties": {"id": STRING_ID, "scope": SCOPE_SCHEMA, "at": _TIME},
+    "required": ["id", "at"],
+    "additionalProperties": True,
+}
+
+
+PUT_ARGS = args_schema(
+    {
+        "records": {"type": "array", "items": _STATE, "minItems": 1, "maxItems": rules.MAX_RECORDS},
+        "idempotency_key": IDEMPOTENCY_KEY,
+        "expected_revisions": EXPECTED_REVISIONS,
+        "idempotency_class": IDEMPOTENCY_CLASS,
+    },
+    ["records", "idempotency_key"],
+)
+APPEND_ARGS = args_schema(
+    {
+        "events": {"type": "array", "items": _EVENT, "minItems": 1, "maxItems": rules.MAX_EVENTS},
+        "idempotency_key": IDEMPOTENCY_KEY,
+        "idempotency_class": IDEMPOTENCY_CLASS,
+    },
+    ["events", "idempotency_key"],
+)
+LIST_ARGS = args_schema(
+    {
+        **FILTER_SCHEMA,
+        "limit": {"type": "integer", "minimum": 1, "maximum": rules.MAX_LIST_LIMIT},
+        "cursor": _CURSOR,
+    },
+    ["limit"],
+)
+READ_EVENTS_ARGS = args_schema(
+    {
+        **FILTER_SCHEMA,
+        "since": {**_TIME, "nullable": True},
+        "until": {**_TIME, "nullable": True},
+        "order": {"type": "string", "nullable": True, "enum": list(rules.ORDERS)},
+        "limit": {"type": "integer", "minimum": 1, "maximum": rules.MAX_READ_LIMIT},
+        "cursor": _CURSOR,
+    },
+    ["limit"],
+)
+
+
+AFFECT_TABLE = VerbTable(
+    plane=PLANE,
+    verbs=(
+        describe_store_verb(),
+        health_verb(),
+        verb("put_many", _prepare_put, _put, PUT_ARGS, mutating=True, counted=("records",)),
+        verb("get", _prepare_get, _get, args_schema({"id": STRING_ID}, ["id"])),
+        get_many_verb(),
+        verb("list", _prepare_list, _list, LIST_ARGS, counted=("scope_any",)),
+        delete_many_verb(),
+        verb(
+            "append_events",
+            _prepare_append,
+            _append,
+            APPEND_ARGS,
+            mutating=True,
+            counted=("events",),
+        ),
+        verb(
+            "read_events",
+            _prepare_read_events,
+            _read_events,
+            READ_EVENTS_ARGS,
+            counted=("scope_any",),
+        ),
+    ),
+    unsupported=frozenset(),
+    describe=lambda store: {
+        "capabilities": store.describe_store(),
+        "limits": dict(rules.LIMITS),
+    },
+)
+
+
+def affect_plane(store: AffectStore) -> Plane:
+    """The affect plane over ``store``."""
+    return Plane(AFFECT_TABLE, store)

@@ -1,0 +1,345 @@
+/* A mirror search's inner steps in C: the candidate cut of a scoped search in one pass over
+ * its rows (memory_ranking), the exact float64 scores of the candidates (cosine.py) and the
+ * hits' embeddings as lists of floats, read where the rows lie.
+ *
+ * A scoped search's first step scores the rows its filter admits in float32 and keeps the
+ * few that could belong to the exact top_k (memory_ranking.candidates); the float64 rescore
+ * that decides the answer follows (_rank_exact.c). In numpy the first step is a dozen calls (a
+ * gather or a slice, a mat-vec, a scale, a sort or partitions, comparisons), each with a
+ * fixed cost that is most of the work for the ~100 rows of one end_user, and a gather that
+ * copies every scattered row (an agent_self's 2 % of the mirror). Here each admitted row is
+ * read once where it lies, its score kept in a short descending list of the best, and the
+ * cut decided the same way: the top_k + margin best, or, when the cut is crowded (the last
+ * of them within epsilon of the k-th), every row within epsilon of the k-th.
+ *
+ * The float32 sums are taken in another order than BLAS's; both stay within ~5e-5 of the
+ * exact cosine at these dimensions, far inside epsilon, which is what makes the cut safe.
+ *
+ * The exact float64 scores (exact_cosine, settled_top, row_norms) are in _rank_exact.c.
+ */
+#include "_rank.h"
+
+#include <math.h>
+#include <string.h>
+
+#define LANES 64 /* independent partial sums: four AVX-512 (eight AVX2) registers, so the
+                  * multiply-adds of one row overlap instead of waiting on each other */
+/* Rows asked of memory ahead of the one being scored: a scope's rows are cold (each search
+ * reads another user's), and asking early overlaps their reads: 1M x 384, two end_users
+ * (~2,000 rows in two runs): 0.66-0.69 -> 0.62-0.63 ms per search. */
+#define PREFETCH_ROWS 4
+#if defined(__GNUC__)
+#define PREFETCH(address) __builtin_prefetch(address)
+#else
+#define PREFETCH(address) ((void)(address))
+#endif
+#define RELEASE_GIL_FLOATS 65536 /* below this much work, releasing the GIL costs more */
+
+int
+rank_get_buffer(PyObject *obj, Py_buffer *view, char kind, const char *name)
+{
+    if (PyObject_GetBuffer(obj, view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
+        return -1;
+    }
+    const char *format = view->format ? view->format : "B";
+    if (*format == '@' || *format == '=' || *format == '<') { /* native order, x86's */
+        format++;
+    }
+    char got = format[0];
+    int ok = format[0] != '\0' && format[1] == '\0' &&
+             (kind == 'f'   ? got == 'f' && view->itemsize == 4
+              : kind == 'd' ? got == 'd' && view->itemsize == 8
+                            : (got == 'q' || got == 'l') && view->itemsize == 8);
+    if (!ok) {
+        PyErr_Format(PyExc_TypeError, "%s: expected contiguous %s", name,
+                     kind == 'f' ? "float32" : kind == 'd' ? "float64" : "int64");
+        PyBuffer_Release(view);
+        return -1;
+    }
+    return 0;
+}
+
+/* The float32 dot product of two rows of dim values, in LANES interleaved partial sums. */
+DOT_CLONES static float
+dot_f32(const float *restrict a, const float *restrict b, Py_ssize_t dim)
+{
+    float acc[LANES] = {0};
+    Py_ssize_t j = 0;
+    for (; j + LANES <= dim; j += LANES) {
+        for (int k = 0; k < LANES; k++) {
+            acc[k] += a[j + k] * b[j + k];
+        }
+    }
+    for (; j < dim; j++) {
+        acc[j % LANES] += a[j] * b[j];
+    }
+    /* Halving the partial sums pairwise keeps the adds in vector registers: a sequential
+     * sum of the lanes was a chain of 64 dependent scalar adds, most of a row's time. */
+    for (int width = LANES / 2; width > 0; width /= 2) {
+        for (int k = 0; k < width; k++) {
+            acc[k] += acc[k + width];
+        }
+    }
+    return acc[0];
+}
+
+typedef struct {
+    const float *matrix;
+    const float *inv_norms;
+    const long long *rows;
+    const float *query;
+    Py_ssize_t n, dim, capacity, want, top_k;
+    float epsilon;
+    float *scores;        /* n */
+    float *best;          /* want, descending */
+    Py_ssize_t *best_pos; /* want */
+    long long *out;       /* n */
+} Cut;
+
+/* Scores every row and keeps the want best; returns -1 when a row lies outside the matrix
+ * (nothing is read there), else how many candidate rows it wrote to out. */
+static Py_ssize_t
+cut_rows(Cut *c)
+{
+    double qq = 0.0;
+    for (Py_ssize_t j = 0; j < c->dim; j++) {
+        qq += (double)c->query[j] * (double)c->query[j];
+    }
+    float scale = (float)(1.0 / sqrt(qq));
+    Py_ssize_t held = 0;
+    for (Py_ssize_t i = 0; i < c->n; i++) {
+        long long row = c->rows[i];
+        if (row < 0 || row >= c->capacity) {
+            return -1;
+        }
+        if (i + PREFETCH_ROWS < c->n) {
+            long long ahead = c->rows[i + PREFETCH_ROWS];
+            if (ahead >= 0 && ahead < c->capacity) {
+                const char *line = (const char *)(c->matrix + ahead * c->dim);
+                for (Py_ssize_t b = 0; b < c->dim * 4; b += 64) {
+                    PREFETCH(line + b);
+                }
+            }
+        }
+        float s = dot_f32(c->matrix + row * c->dim, c->query, c->dim) * scale * c->inv_norms[row];
+        c->scores[i] = s;
+        if (held == c->want && !(s > c->best[held - 1])) {
+            continue;
+        }
+        Py_ssize_t at = held < c->want ? held++ : held - 1;
+        while (at > 0 && c->best[at - 1] < s) {
+            c->best[at] = c->best[at - 1];
+            c->best_pos[at] = c->best_pos[at - 1];
+            at--;
+        }
+        c->best[at] = s;
+        c->best_pos[at] = i;
+    }
+    if (c->n <= c->want) { /* every row is a candidate, in row order */
+        memcpy(c->out, c->rows, (size_t)c->n * sizeof(long long));
+        return c->n;
+    }
+    float bound = c->best[c->top_k - 1] - c->epsilon; /* below the top_k-th highest */
+    if (c->best[c->want - 1] >= bound) {              /* a crowded cut: every near tie */
+        Py_ssize_t count = 0;
+        for (Py_ssize_t i = 0; i < c->n; i++) {
+            if (c->scores[i] >= bound) {
+                c->out[count++] = c->rows[i];
+            }
+        }
+        return count;
+    }
+    for (Py_ssize_t i = 0; i < c->want; i++) {
+        c->out[i] = c->rows[c->best_pos[i]];
+    }
+    return c->want;
+}
+
+static PyObject *
+scoped_candidates(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 7) {
+        PyErr_SetString(PyExc_TypeError,
+                        "scoped_candidates(matrix, inv_norms, rows, query, top_k, want, "
+                        "epsilon) takes 7 arguments");
+        return NULL;
+    }
+    Py_ssize_t top_k = PyLong_AsSsize_t(args[4]);
+    Py_ssize_t want = PyLong_AsSsize_t(args[5]);
+    double epsilon = PyFloat_AsDouble(args[6]);
+    if (PyErr_Occurred()) {
+        return NULL;
+    }
+    if (top_k < 1 || want < top_k) {
+        PyErr_SetString(PyExc_ValueError, "scoped_candidates: need 1 <= top_k <= want");
+        return NULL;
+    }
+    Py_buffer matrix, inv_norms, rows, query;
+    if (rank_get_buffer(args[0], &matrix, 'f', "matrix") < 0) {
+        return NULL;
+    }
+    if (rank_get_buffer(args[1], &inv_norms, 'f', "inv_norms") < 0) {
+        PyBuffer_Release(&matrix);
+        return NULL;
+    }
+    if (rank_get_buffer(args[2], &rows, 'q', "rows") < 0) {
+        PyBuffer_Release(&matrix);
+        PyBuffer_Release(&inv_norms);
+        return NULL;
+    }
+    if (rank_get_buffer(args[3], &query, 'f', "query") < 0) {
+        PyBuffer_Release(&matrix);
+        PyBuffer_Release(&inv_norms);
+        PyBuffer_Release(&rows);
+        return NULL;
+    }
+    PyObject *result = NULL;
+    Cut c = {0};
+    c.dim = query.len / 4;
+    c.n = rows.len / 8;
+    c.capacity = c.dim ? matrix.len / 4 / c.dim : 0;
+    if (c.dim == 0 || matrix.len != c.capacity * c.dim * 4 || inv_norms.len / 4 < c.capacity) {
+        PyErr_SetString(PyExc_ValueError, "scoped_candidates: shapes do not agree");
+        goto done;
+    }
+    c.matrix = matrix.buf;
+    c.inv_norms = inv_norms.buf;
+    c.rows = rows.buf;
+    c.query = query.buf;
+    c.top_k = top_k;
+    c.want = want;
+    c.epsilon = (float)epsilon;
+    PyObject *out = PyBytes_FromStringAndSize(NULL, c.n * (Py_ssize_t)sizeof(long long));
+    c.scores = PyMem_Malloc((size_t)(c.n ? c.n : 1) * sizeof(float));
+    c.best = PyMem_Malloc((size_t)want * sizeof(float));
+    c.best_pos = PyMem_Malloc((size_t)want * sizeof(Py_ssize_t));
+    if (out == NULL || c.scores == NULL || c.best == NULL || c.best_pos == NULL) {
+        Py_XDECREF(out);
+        if (!PyErr_Occurred()) {
+            PyErr_NoMemory();
+        }
+        goto free_scratch;
+    }
+    c.out = (long long *)PyBytes_AS_STRING(out);
+    Py_ssize_t count;
+    if (c.n * c.dim > RELEASE_GIL_FLOATS) {
+        Py_BEGIN_ALLOW_THREADS
+        count = cut_rows(&c);
+        Py_END_ALLOW_THREADS
+    }
+    else {
+        count = cut_rows(&c);
+    }
+    if (count < 0) {
+        Py_DECREF(out);
+        PyErr_SetString(PyExc_IndexError, "scoped_candidates: a row lies outside the matrix");
+        goto free_scratch;
+    }
+    if (_PyBytes_Resize(&out, count * (Py_ssize_t)sizeof(long long)) == 0) {
+        result = out;
+    }
+free_scratch:
+    PyMem_Free(c.scores);
+    PyMem_Free(c.best);
+    PyMem_Free(c.best_pos);
+done:
+    PyBuffer_Release(&matrix);
+    PyBuffer_Release(&inv_norms);
+    PyBuffer_Release(&rows);
+    PyBuffer_Release(&query);
+    return result;
+}
+
+/* The hits' embeddings as lists of Python floats, read from the mirror's rows in place:
+ * numpy would copy the rows (matrix[rows]) and then convert them (tolist). */
+static PyObject *
+rows_to_lists(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "rows_to_lists(matrix, rows, dim) takes 3 arguments");
+        return NULL;
+    }
+    Py_ssize_t dim = PyLong_AsSsize_t(args[2]);
+    if (dim == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    Py_buffer matrix, rows;
+    if (rank_get_buffer(args[0], &matrix, 'f', "matrix") < 0) {
+        return NULL;
+    }
+    if (rank_get_buffer(args[1], &rows, 'q', "rows") < 0) {
+        PyBuffer_Release(&matrix);
+        return NULL;
+    }
+    PyObject *out = NULL;
+    Py_ssize_t capacity = dim > 0 ? matrix.len / 4 / dim : 0, n = rows.len / 8;
+    const long long *row = rows.buf;
+    if (dim < 1 || matrix.len != capacity * dim * 4) {
+        PyErr_SetString(PyExc_ValueError, "rows_to_lists: shapes do not agree");
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (row[i] < 0 || row[i] >= capacity) {
+            PyErr_SetString(PyExc_IndexError, "rows_to_lists: a row lies outside the matrix");
+            goto done;
+        }
+    }
+    out = PyList_New(n);
+    for (Py_ssize_t i = 0; out != NULL && i < n; i++) {
+        const float *values = (const float *)matrix.buf + row[i] * dim;
+        PyObject *list = PyList_New(dim);
+        for (Py_ssize_t j = 0; list != NULL && j < dim; j++) {
+            PyObject *value = PyFloat_FromDouble((double)values[j]);
+            if (value == NULL) {
+                Py_CLEAR(list);
+                break;
+            }
+            PyList_SET_ITEM(list, j, value);
+        }
+        if (list == NULL) {
+            Py_CLEAR(out);
+            break;
+        }
+        PyList_SET_ITEM(out, i, list);
+    }
+done:
+    PyBuffer_Release(&matrix);
+    PyBuffer_Release(&rows);
+    return out;
+}
+
+static PyMethodDef rank_methods[] = {
+    {"scoped_candidates", (PyCFunction)(void (*)(void))scoped_candidates, METH_FASTCALL,
+     "scoped_candidates(matrix, inv_norms, rows, query, top_k, want, epsilon) -> bytes\n\n"
+     "The rows (int64 bytes) that could hold the exact top_k of query among rows of the\n"
+     "float32 matrix, by float32 cosine (the dot times inv_norms[row] over the query's\n"
+     "norm): every row when there are at most want, else the want best, or every row\n"
+     "within epsilon of the top_k-th best when the want-th is within it too."},
+    {"exact_cosine", (PyCFunction)(void (*)(void))rank_exact_cosine, METH_FASTCALL,
+     "exact_cosine(matrix, rows, query, norms) -> bytes\n\n"
+     "The float64 cosine (float64 bytes) of query with each of rows of the float32 matrix,\n"
+     "given norms (float64, row_norms of every row), in cosine.py's summation order."},
+    {"settled_top", (PyCFunction)(void (*)(void))rank_settled_top, METH_FASTCALL,
+     "settled_top(matrix, rows, query, norms, top_k) -> tuple[list[int], list[float]] | None\n\n"
+     "exact_cosine's scores of rows, and the top_k of rows with their scores, best first,\n"
+     "when no two of the top_k + 1 best scores are equal; else None. top_k is 1..64."},
+    {"row_norms", (PyCFunction)(void (*)(void))rank_row_norms, METH_FASTCALL,
+     "row_norms(matrix, dim) -> bytes\n\n"
+     "The float64 norm of each dim-long float32 row, in cosine.py's summation order."},
+    {"rows_to_lists", (PyCFunction)(void (*)(void))rows_to_lists, METH_FASTCALL,
+     "rows_to_lists(matrix, rows, dim) -> list[list[float]]\n\n"
+     "The float32 rows of matrix at rows, each as a list of Python floats."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef rank_module = {
+    PyModuleDef_HEAD_INIT, "ratatoskr.memory.search._rank",
+    "A mirror search's inner steps: the candidate cut, the exact scores, the hits' lists.", -1,
+    rank_methods,
+};
+
+PyMODINIT_FUNC
+PyInit__rank(void)
+{
+    return PyModule_Create(&rank_module);
+}

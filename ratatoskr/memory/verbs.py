@@ -1,0 +1,232 @@
+"""The memory plane's verb table: which verbs, which args, and the store call behind each.
+
+Argument rules live in ``memory_rules`` (shared with both stores); this table only routes
+them so that validation and confinement (``prepare``) run before the replay check and the
+store (``execute``). Any store with the methods of ``MemoryStore`` can serve it: the SQLite
+store, or the reference store the parity tests put behind the same app.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+from ratatoskr.core.context import CallContext
+from ratatoskr.memory import rules
+from ratatoskr.wire.plane import DEFERRED, Plane, Verb, VerbTable
+from ratatoskr.wire.verbs import (
+    EXPECTED_REVISIONS,
+    FILTER_SCHEMA,
+    IDEMPOTENCY_CLASS,
+    IDEMPOTENCY_KEY,
+    SCOPE_SCHEMA,
+    STRING_ID,
+    args_schema,
+    delete_many_verb,
+    describe_store_verb,
+    get_many_verb,
+    health_verb,
+)
+
+PLANE = "memory"
+GATED_VERBS = frozenset(
+    {
+        "upsert_edges",
+        "get_edges_for",
+        "scan",
+        "mark_invalid",
+        "mark_superseded",
+        "patch_many",
+        "atomic_supersede",
+    }
+)
+
+
+class MemoryStore(Protocol):
+    """What the memory plane needs of a store (``RatatoskrMemoryStore`` and the reference)."""
+
+    embedding_dim: int
+
+    def describe_store(self) -> dict[str, Any]: ...
+    def health(self) -> dict[str, Any]: ...
+    def upsert_parsed(self, call: rules.UpsertCall, ctx: CallContext) -> dict[str, Any]: ...
+    def search_parsed(self, call: rules.SearchCall) -> list[dict[str, Any]]: ...
+    def search_quick(self, call: rules.SearchCall) -> list[dict[str, Any]] | None: ...
+    def get(self, chunk_id: str, *, ctx: CallContext | None = None) -> dict[str, Any] | None: ...
+    def get_many(
+        self, ids: list[str], *, ctx: CallContext | None = None
+    ) -> list[dict[str, Any]]: ...
+    def delete_many(self, ids: list[str], *, ctx: CallContext | None = None) -> dict[str, int]: ...
+
+
+# -- prepare: validation and confinement, no storage ------------------------------------
+
+
+def _prepare_upsert(dim: int) -> Any:
+    def prepare(args: Mapping[str, Any], ctx: CallContext) -> rules.UpsertCall:
+        call = rules.parse_upsert(
+            args.get("records"),
+            args.get("idempotency_key"),
+            args.get("expected_revisions"),
+            args.get("idempotency_class"),
+            dim,
+        )
+        rules.confine_writes(call.chunks, ctx.scope)
+        return call
+
+    return prepare
+
+
+def _prepare_search(dim: int) -> Any:
+    def prepare(args: Mapping[str, Any], ctx: CallContext) -> rules.SearchCall:
+        call = rules.parse_search(
+            args.get("vector"),
+            args.get("top_k"),
+            args.get("scope_all"),
+            args.get("scope_any"),
+            args.get("metadata_filter"),
+            args.get("include"),
+            args.get("fidelity_target"),
+            dim,
+        )
+        return rules.confine_search(call, ctx.scope)
+
+    return prepare
+
+
+def _prepare_get(args: Mapping[str, Any], ctx: CallContext) -> str:
+    return rules.check_id(args.get("chunk_id"), "chunk_id")
+
+
+# -- execute: the store -----------------------------------------------------------------
+
+
+def _upsert(store: MemoryStore, call: rules.UpsertCall, ctx: CallContext) -> dict[str, Any]:
+    return store.upsert_parsed(call, ctx)
+
+
+def _search(store: MemoryStore, call: rules.SearchCall, ctx: CallContext) -> list[dict[str, Any]]:
+    return store.search_parsed(call)
+
+
+def _search_quick(store: MemoryStore, call: rules.SearchCall, ctx: CallContext) -> Any:
+    hits = store.search_quick(call)
+    return DEFERRED if hits is None else hits
+
+
+def _get(store: MemoryStore, chunk_id: str, ctx: CallContext) -> dict[str, Any] | None:
+    return store.get(chunk_id, ctx=ctx)
+
+
+# -- argument schemas (documentation and fuzzing) ---------------------------------------
+
+_VECTOR = {"type": "array", "items": {"type": "number"}, "minItems": 1, "maxItems": 4096}
+_RECORD = {
+    "type": "object",
+    "description": "stored verbatim; the store reads only id, embedding, scope, origin, "
+    "injection_source",
+    "properties": {
+        "id": STRING_ID,
+        "embedding": _VECTOR,
+        "scope": SCOPE_SCHEMA,
+        "origin": {"type": "string"},
+        "injection_source": {},
+        "distillate": {},
+    },
+    "additionalProperties": True,
+}
+
+
+UPSERT_ARGS = args_schema(
+    {
+        "records": {
+            "type": "array",
+            "items": _RECORD,
+            "minItems": 1,
+            "maxItems": rules.MAX_RECORDS,
+        },
+        "idempotency_key": IDEMPOTENCY_KEY,
+        "expected_revisions": EXPECTED_REVISIONS,
+        "idempotency_class": IDEMPOTENCY_CLASS,
+    },
+    ["records", "idempotency_key"],
+)
+SEARCH_ARGS = args_schema(
+    {
+        "vector": _VECTOR,
+        "top_k": {"type": "integer", "minimum": 1, "maximum": rules.MAX_TOP_K},
+        **FILTER_SCHEMA,
+        "metadata_filter": {"type": "object", "nullable": True, "maxProperties": 0},
+        "include": {
+            "type": "object",
+            "nullable": True,
+            "properties": {"embedding": {"type": "boolean"}},
+            "additionalProperties": False,
+        },
+        "fidelity_target": {
+            "type": "number",
+            "nullable": True,
+            "exclusiveMinimum": True,
+            "minimum": 0,
+            "maximum": 1,
+        },
+    },
+    ["vector", "top_k"],
+)
+
+
+def _table(dim: int) -> VerbTable:
+    return VerbTable(
+        plane=PLANE,
+        verbs=(
+            describe_store_verb(),
+            health_verb(),
+            Verb(
+                "upsert_many",
+                _prepare_upsert(dim),
+                _upsert,
+                mutating=True,
+                args=frozenset(UPSERT_ARGS["properties"]),
+                counted=("records",),
+                args_schema=UPSERT_ARGS,
+            ),
+            Verb(
+                "search",
+                _prepare_search(dim),
+                _search,
+                quick=_search_quick,
+                args=frozenset(SEARCH_ARGS["properties"]),
+                counted=("scope_any",),
+                args_schema=SEARCH_ARGS,
+            ),
+            Verb(
+                "get",
+                _prepare_get,
+                _get,
+                args=frozenset({"chunk_id"}),
+                args_schema=args_schema({"chunk_id": STRING_ID}, ["chunk_id"]),
+            ),
+            get_many_verb(),
+            delete_many_verb(),
+        ),
+        unsupported=GATED_VERBS,
+        describe=_describe,
+    )
+
+
+def _describe(store: MemoryStore) -> dict[str, Any]:
+    return {
+        "capabilities": store.describe_store(),
+        "limits": dict(rules.LIMITS),
+        "embedding_dim": store.embedding_dim,
+    }
+
+
+def memory_table(embedding_dim: int) -> VerbTable:
+    """The memory verb table for vectors of ``embedding_dim`` numbers."""
+    return _table(embedding_dim)
+
+
+def memory_plane(store: MemoryStore) -> Plane:
+    """The memory plane over ``store``."""
+    return Plane(memory_table(store.embedding_dim), store)

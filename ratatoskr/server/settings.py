@@ -1,0 +1,256 @@
+"""The server's settings, read from the environment and validated once, before anything serves.
+
+Every failure is a ``SettingsError`` whose message starts with the setting's name and never
+quotes a key, so an operator sees which variable to fix and the log holds nothing secret.
+With no key setting at all, a development key is generated once into ``./data/heimdall.key``
+(the file ``ratatoskr call`` reads too) so that ``make run`` works on a fresh machine.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ratatoskr.server.threads import DEFAULT_STORE_THREADS, MAX_STORE_THREADS
+from ratatoskr.sqlite.database import (
+    BUSY_TIMEOUT_ENV,
+    DEFAULT_BUSY_TIMEOUT_MS,
+    MAX_DB_BYTES_ENV,
+    SYNCHRONOUS_ENV,
+    DatabaseSettings,
+)
+from ratatoskr.wire.http import (
+    DEFAULT_AUTH_TARPIT_MAX,
+    DEFAULT_AUTH_TARPIT_MS,
+    DEFAULT_BODY_TIMEOUT,
+    DEFAULT_MAX_BODY_BYTES,
+)
+from ratatoskr.wire.keys import (
+    DEFAULT_KEY_FILE,
+    KEY_ENV,
+    KEY_FILE_ENV,
+    KEYS_FILE_ENV,
+    Keyring,
+    keyring_from_env,
+)
+from ratatoskr.wire.tokens import (
+    ALLOW_UNSCOPED_ENV,
+    DEFAULT_CONSUMER,
+    DEFAULT_ISSUER,
+    DEFAULT_MAX_LIFETIME,
+)
+
+MEMORY_DB_ENV = "RATATOSKR_MEMORY_DB"
+AFFECT_DB_ENV = "RATATOSKR_AFFECT_DB"
+DIM_ENV = "RATATOSKR_MEMORY_EMBEDDING_DIM"
+CONSUMER_ENV = "RATATOSKR_CONSUMER_ID"
+ISSUER_ENV = "RATATOSKR_ISSUER"
+MAX_BODY_ENV = "RATATOSKR_MAX_BODY_BYTES"
+MAX_TTL_ENV = "RATATOSKR_MAX_TOKEN_TTL"
+BODY_TIMEOUT_ENV = "RATATOSKR_BODY_TIMEOUT"
+AUTH_TARPIT_MS_ENV = "RATATOSKR_AUTH_TARPIT_MS"
+AUTH_TARPIT_MAX_ENV = "RATATOSKR_AUTH_TARPIT_MAX"
+STORE_THREADS_ENV = "RATATOSKR_STORE_THREADS"
+HOST_ENV = "RATATOSKR_HOST"
+PORT_ENV = "RATATOSKR_PORT"
+WORKERS_ENV = "RATATOSKR_WORKERS"
+LOG_LEVEL_ENV = "RATATOSKR_LOG_LEVEL"
+LOG_FORMAT_ENV = "RATATOSKR_LOG_FORMAT"
+
+DEFAULT_MEMORY_DB = "./data/memory.db"
+DEFAULT_AFFECT_DB = "./data/affect.db"
+DEFAULT_DIM = 768
+MAX_DIM = 8192  # sqlite-vec's limit for a float vector column
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8000
+DEFAULT_WORKERS = 2
+LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
+LOG_FORMATS = ("json", "console")
+DEV_KEY_BYTES = 32
+TRUE = ("1", "true", "yes", "on")
+FALSE = ("", "0", "false", "no", "off")
+
+
+class SettingsError(ValueError):
+    """A setting is missing or wrong; the message names it and never holds a secret."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything the server needs, validated. ``keyring`` never shows in a repr."""
+
+    keyring: Keyring = field(repr=False)
+    memory_db: str = DEFAULT_MEMORY_DB
+    affect_db: str = DEFAULT_AFFECT_DB
+    embedding_dim: int = DEFAULT_DIM
+    allow_unscoped: bool = False
+    consumer_id: str = DEFAULT_CONSUMER
+    issuer: str = DEFAULT_ISSUER
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    max_token_ttl: int = DEFAULT_MAX_LIFETIME
+    body_timeout: int = DEFAULT_BODY_TIMEOUT
+    auth_tarpit_ms: int = DEFAULT_AUTH_TARPIT_MS
+    auth_tarpit_max: int = DEFAULT_AUTH_TARPIT_MAX
+    store_threads: int = DEFAULT_STORE_THREADS
+    host: str = DEFAULT_HOST
+    port: int = DEFAULT_PORT
+    workers: int = DEFAULT_WORKERS
+    log_level: str = "info"
+    log_format: str = "json"
+    database: DatabaseSettings = field(default_factory=DatabaseSettings)
+    # where the development key lives when no key setting is given (None otherwise)
+    dev_key_file: Path | None = None
+    dev_key_generated: bool = False
+
+
+def _int(env: Mapping[str, str], name: str, default: int, low: int, high: int) -> int:
+    raw = env.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise SettingsError(f"{name} must be an integer between {low} and {high}") from None
+    if not low <= value <= high:
+        raise SettingsError(f"{name} must be an integer between {low} and {high}")
+    return value
+
+
+def _choice(env: Mapping[str, str], name: str, default: str, choices: tuple[str, ...]) -> str:
+    value = env.get(name, "").strip().lower() or default
+    if value not in choices:
+        raise SettingsError(f"{name} must be one of {', '.join(choices)}")
+    return value
+
+
+def _bool(env: Mapping[str, str], name: str) -> bool:
+    value = env.get(name, "").strip().lower()
+    if value in TRUE:
+        return True
+    if value in FALSE:
+        return False
+    raise SettingsError(f"{name} must be true or false")
+
+
+def _text(env: Mapping[str, str], name: str, default: str, max_chars: int = 256) -> str:
+    value = env.get(name, "").strip() or default
+    if len(value) > max_chars or not value.isprintable():
+        raise SettingsError(f"{name} must be 1..{max_chars} printable characters")
+    return value
+
+
+def _db_path(env: Mapping[str, str], name: str, default: str, cwd: Path) -> str:
+    """The database path, its directory created if needed and checked writable."""
+    raw = env.get(name, "").strip() or default
+    path = Path(raw)
+    if not path.is_absolute():
+        path = cwd / path
+    if path.is_dir():
+        raise SettingsError(f"{name} names a directory, not a database file")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        raise SettingsError(f"{name}: its directory cannot be created") from None
+    if not os.access(path.parent, os.W_OK | os.X_OK):
+        raise SettingsError(f"{name}: its directory is not writable")
+    if path.exists() and not os.access(path, os.R_OK | os.W_OK):
+        raise SettingsError(f"{name}: the file is not readable and writable")
+    return str(path)
+
+
+def _keyring(
+    env: Mapping[str, str], cwd: Path, generate: bool
+) -> tuple[Keyring, Path | None, bool]:
+    """The configured keyring, else the development key file (generated when allowed)."""
+    try:
+        ring = keyring_from_env(env)
+    except ValueError as exc:  # keys.py names the setting, never the key
+        raise SettingsError(str(exc)) from None
+    if ring is not None:
+        return ring, None, False
+    path = cwd / DEFAULT_KEY_FILE
+    generated = False
+    if not path.exists():
+        if not generate:
+            raise SettingsError(
+                f"no Heimdall key: set {KEY_ENV}, {KEY_FILE_ENV} or {KEYS_FILE_ENV}, "
+                f"or create {DEFAULT_KEY_FILE}"
+            )
+        generated = write_dev_key(path)
+    try:
+        key = path.read_bytes().strip()
+    except OSError:
+        raise SettingsError(f"{DEFAULT_KEY_FILE} cannot be read") from None
+    try:
+        return Keyring(key, setting=str(DEFAULT_KEY_FILE)), path, generated
+    except ValueError as exc:
+        raise SettingsError(str(exc)) from None
+
+
+def write_dev_key(path: Path) -> bool:
+    """Create ``path`` holding a fresh random key, mode 0600; False if another process won."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return False
+    except OSError:
+        raise SettingsError(f"{DEFAULT_KEY_FILE} cannot be created") from None
+    with os.fdopen(fd, "w") as handle:
+        handle.write(secrets.token_hex(DEV_KEY_BYTES) + "\n")
+    os.chmod(path, 0o600)
+    return True
+
+
+def load_settings(
+    env: Mapping[str, str] | None = None,
+    *,
+    cwd: Path | None = None,
+    generate_dev_key: bool = False,
+) -> Settings:
+    """Read and validate every setting; ``SettingsError`` names the first bad one."""
+    env = os.environ if env is None else env
+    cwd = cwd or Path.cwd()
+    busy_ms = _int(env, BUSY_TIMEOUT_ENV, DEFAULT_BUSY_TIMEOUT_MS, 1, 600_000)
+    max_db = _int(env, MAX_DB_BYTES_ENV, 0, 1 << 20, 1 << 50) or None
+    try:
+        database = DatabaseSettings(
+            synchronous=env.get(SYNCHRONOUS_ENV, "NORMAL") or "NORMAL",
+            busy_timeout_ms=busy_ms,
+            max_db_bytes=max_db,
+        )
+    except ValueError as exc:
+        raise SettingsError(str(exc)) from None
+    dim = _int(env, DIM_ENV, DEFAULT_DIM, 1, MAX_DIM)
+    memory_db = _db_path(env, MEMORY_DB_ENV, DEFAULT_MEMORY_DB, cwd)
+    affect_db = _db_path(env, AFFECT_DB_ENV, DEFAULT_AFFECT_DB, cwd)
+    if memory_db == affect_db:
+        raise SettingsError(f"{MEMORY_DB_ENV} and {AFFECT_DB_ENV} must name different files")
+    keyring, dev_key_file, generated = _keyring(env, cwd, generate_dev_key)
+    return Settings(
+        keyring=keyring,
+        memory_db=memory_db,
+        affect_db=affect_db,
+        embedding_dim=dim,
+        allow_unscoped=_bool(env, ALLOW_UNSCOPED_ENV),
+        consumer_id=_text(env, CONSUMER_ENV, DEFAULT_CONSUMER),
+        issuer=_text(env, ISSUER_ENV, DEFAULT_ISSUER),
+        max_body_bytes=_int(env, MAX_BODY_ENV, DEFAULT_MAX_BODY_BYTES, 1024, 1 << 30),
+        max_token_ttl=_int(env, MAX_TTL_ENV, DEFAULT_MAX_LIFETIME, 1, 3600),
+        body_timeout=_int(env, BODY_TIMEOUT_ENV, DEFAULT_BODY_TIMEOUT, 1, 3600),
+        # past 10 s a client's own timeout would fire first; 0 turns the tarpit off
+        auth_tarpit_ms=_int(env, AUTH_TARPIT_MS_ENV, DEFAULT_AUTH_TARPIT_MS, 0, 10_000),
+        auth_tarpit_max=_int(env, AUTH_TARPIT_MAX_ENV, DEFAULT_AUTH_TARPIT_MAX, 1, 65_536),
+        store_threads=_int(env, STORE_THREADS_ENV, DEFAULT_STORE_THREADS, 1, MAX_STORE_THREADS),
+        host=_text(env, HOST_ENV, DEFAULT_HOST),
+        port=_int(env, PORT_ENV, DEFAULT_PORT, 1, 65535),
+        workers=_int(env, WORKERS_ENV, DEFAULT_WORKERS, 1, 64),
+        log_level=_choice(env, LOG_LEVEL_ENV, "info", LOG_LEVELS),
+        log_format=_choice(env, LOG_FORMAT_ENV, "json", LOG_FORMATS),
+        database=database,
+        dev_key_file=dev_key_file,
+        dev_key_generated=generated,
+    )

@@ -1,0 +1,70 @@
+"""The health rules every plane store answers with (the memory pins, shared by affect).
+
+``down`` when the file cannot be read or written, is gone, was replaced or overwritten under
+the open store (SQLite would go on serving from its cache; see ``filecheck``), or carries
+another schema version;
+``degraded`` while it serves but needs an operator: the last write of this process could not
+be stored (disk full, until a write succeeds again), the file is over 95 % of its size cap
+(``RATATOSKR_SQLITE_MAX_DB_BYTES``; every worker sees that one), the disk is over 95 % full,
+expired idempotency entries pile up. Infallible: no exception escapes, and a reason never
+holds a path or key.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Callable
+from typing import Any
+
+import apsw
+
+from ratatoskr.sqlite.database import Database
+
+IDEMPOTENCY_BACKLOG_BOUND = 100_000
+DISK_DEGRADED_FRACTION = 0.95
+
+
+def check_health(
+    db: Database,
+    expired_backlog: Callable[[apsw.Connection], int],
+    probe: Callable[[apsw.Connection], object] | None = None,
+) -> dict[str, Any]:
+    """``expired_backlog`` counts expired idempotency entries; ``probe`` is an optional extra
+    statement the plane needs to work (an extension function, say)."""
+    try:
+        problem = db.file_problem()
+        if problem is not None:
+            return {"status": "down", "reason": problem}
+        with db.read() as conn:
+            if probe is not None:
+                probe(conn)
+            version = int(conn.execute("PRAGMA user_version").fetchall()[0][0])
+            backlog = expired_backlog(conn)
+            used = _pragma(conn, "page_count") - _pragma(conn, "freelist_count")
+            cap = _pragma(conn, "max_page_count")
+        if version != db.latest_version:
+            return {"status": "down", "reason": "schema version is not the one this build knows"}
+        failure = db.last_write_failure
+        if failure is not None:
+            return {"status": "degraded", "reason": f"a write failed: {failure.reason}"}
+        if db.settings.max_db_bytes and used > cap * DISK_DEGRADED_FRACTION:
+            return {"status": "degraded", "reason": "database file is over 95% of its size cap"}
+        if not db.in_memory:
+            if not os.access(db.path, os.R_OK | os.W_OK):
+                return {"status": "down", "reason": "database file is not readable and writable"}
+            usage = shutil.disk_usage(os.path.dirname(os.path.abspath(db.path)))
+            if usage.total and usage.used / usage.total > DISK_DEGRADED_FRACTION:
+                return {
+                    "status": "degraded",
+                    "reason": "disk holding the database is over 95% full",
+                }
+        if backlog > IDEMPOTENCY_BACKLOG_BOUND:
+            return {"status": "degraded", "reason": "expired idempotency entries need pruning"}
+        return {"status": "ok", "reason": None}
+    except Exception:  # health is infallible by contract
+        return {"status": "down", "reason": "database cannot be read"}
+
+
+def _pragma(conn: apsw.Connection, name: str) -> int:
+    return int(conn.execute(f"PRAGMA {name}").fetchall()[0][0])

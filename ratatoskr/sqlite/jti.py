@@ -1,0 +1,79 @@
+"""The jti ledger: each token that runs a mutating verb is used once, across all workers.
+
+One row per claimed ``jti`` in a small SQLite file every worker process opens. The claim is
+an INSERT inside a ``BEGIN IMMEDIATE`` transaction, so two workers racing on one token
+serialise on SQLite's write lock and exactly one of them wins. Entries past their token's
+expiry (a token that can no longer verify cannot be replayed) are pruned as claims arrive.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+
+import apsw
+
+from ratatoskr.sqlite.database import Database, DatabaseSettings, Migration
+
+PRUNE_EVERY = 256
+
+
+def ledger_beside(db_path: str) -> str:
+    """The ledger's file beside a plane file (``x.db`` -> ``x.jti.db``), so every worker
+    serving that file shares it; ``:memory:`` stays in memory."""
+    if db_path in (":memory:", ""):
+        return ":memory:"
+    return os.path.splitext(db_path)[0] + ".jti.db"
+
+
+def _schema_v1(conn: apsw.Connection) -> None:
+    conn.execute(
+        "CREATE TABLE jti_ledger (jti TEXT PRIMARY KEY, expires_at REAL NOT NULL) WITHOUT ROWID"
+    )
+    conn.execute("CREATE INDEX jti_ledger_expires ON jti_ledger(expires_at)")
+
+
+MIGRATIONS = [Migration(1, _schema_v1)]
+
+
+class JtiLedger:
+    """A ``ReplayGuard`` over SQLite; ``":memory:"`` serves a single process only."""
+
+    def __init__(
+        self,
+        path: str,
+        *,
+        settings: DatabaseSettings | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.db = Database(path, MIGRATIONS, settings)
+        self.clock = clock
+        self._claims = 0
+
+    def claim(self, jti: str, expires_at: float) -> bool:
+        """True the first time ``jti`` is claimed (until it expires), False on a replay."""
+        now = self.clock()
+        self._claims += 1
+        with self.db.write() as conn:
+            if self._claims % PRUNE_EVERY == 1:
+                conn.execute("DELETE FROM jti_ledger WHERE expires_at <= ?", (now,))
+            else:
+                conn.execute("DELETE FROM jti_ledger WHERE jti = ? AND expires_at <= ?", (jti, now))
+            conn.execute(
+                "INSERT OR IGNORE INTO jti_ledger (jti, expires_at) VALUES (?, ?)",
+                (jti, expires_at),
+            )
+            return bool(conn.changes() == 1)
+
+    def prune(self) -> int:
+        with self.db.write() as conn:
+            conn.execute("DELETE FROM jti_ledger WHERE expires_at <= ?", (self.clock(),))
+            return int(conn.changes())
+
+    def count(self) -> int:
+        with self.db.read() as conn:
+            return int(conn.execute("SELECT count(*) FROM jti_ledger").fetchall()[0][0])
+
+    def close(self) -> None:
+        self.db.close()

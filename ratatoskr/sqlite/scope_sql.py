@@ -1,0 +1,35 @@
+"""The scope filter as SQL over indexed axis columns, shared by every plane's tables.
+
+Each plane table keeps the four lattice axes as their own indexed columns (``group`` is an
+SQL keyword, hence ``grp``), so a filter is a plain ``WHERE`` the query planner can serve
+from the indexes, applied before any ``LIMIT``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ratatoskr.core.scope import Scope
+
+COLUMNS = {"tenant": "tenant", "group": "grp", "end_user": "end_user", "agent_self": "agent_self"}
+
+
+def placeholders(n: int) -> str:
+    """``?,?,...`` for an ``IN (...)`` of ``n`` values."""
+    return ",".join("?" * n)
+
+
+def scope_condition(scope_all: Scope, scope_any: Sequence[Scope]) -> tuple[str, list[str]]:
+    """The composed filter as SQL over the axis columns (``1`` when it admits everything)."""
+    clauses: list[str] = []
+    params: list[str] = []
+    for axis, value in sorted(scope_all.items()):
+        clauses.append(f"{COLUMNS[axis]} = ?")
+        params.append(value)
+    if scope_any and all(element for element in scope_any):
+        branches = []
+        for element in scope_any:
+            branches.append("(" + " AND ".join(f"{COLUMNS[a]} = ?" for a in sorted(element)) + ")")
+            params.extend(element[a] for a in sorted(element))
+        clauses.append("(" + " OR ".join(branches) + ")")
+    return (" AND ".join(clauses) or "1"), params

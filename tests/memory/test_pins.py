@@ -1,0 +1,285 @@
+"""The pins of the memory contract: limits, record rules, digest and classes, include,
+confinement by the token scope. Every bad input raises before storage is touched and its
+message names fields and ids, never values."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ratatoskr.core.context import CallContext
+from ratatoskr.core.errors import (
+    IdempotencyConflict,
+    InvalidArguments,
+    InvalidFilter,
+    ScopeForbidden,
+)
+from ratatoskr.provider.memory_store import RatatoskrMemoryStore, open_memory_store
+from tests.memory.helpers import CTX, DIM, chunk, vec
+
+SECRET = "SECRET-MARKER-93f1"
+
+
+class Clock:
+    now = 5_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[RatatoskrMemoryStore]:
+    s = open_memory_store(str(tmp_path / "m.db"), embedding_dim=DIM, clock=Clock())
+    yield s
+    s.close()
+
+
+def total_rows(s: RatatoskrMemoryStore) -> tuple[int, int, int]:
+    with s.db.read() as conn:
+        return tuple(  # type: ignore[return-value]
+            conn.execute(f"SELECT count(*) FROM {t}").fetchall()[0][0]
+            for t in ("memory_chunks", "memory_vec", "memory_idempotency")
+        )
+
+
+BAD_RECORDS: list[tuple[str, Any, type[Exception]]] = [
+    ("not a list", {"id": "a"}, InvalidArguments),
+    ("empty list", [], InvalidArguments),
+    ("too many", [chunk(f"c{i}", vec(1)) for i in range(1001)], InvalidArguments),
+    ("record not an object", [SECRET], InvalidArguments),
+    ("no id", [{"embedding": vec(1), "note": SECRET}], InvalidArguments),
+    ("empty id", [chunk("", vec(1))], InvalidArguments),
+    ("id too long", [chunk("x" * 513, vec(1))], InvalidArguments),
+    ("id not a string", [{"id": 7, "embedding": vec(1)}], InvalidArguments),
+    ("no embedding", [{"id": "a", "distillate": SECRET}], InvalidArguments),
+    ("short vector", [chunk("a", [1.0, 2.0])], InvalidArguments),
+    ("boolean in vector", [chunk("a", [True] + [0.0] * (DIM - 1))], InvalidArguments),
+    ("string in vector", [chunk("a", ["1"] + [0.0] * (DIM - 1))], InvalidArguments),
+    (
+        "boolean among floats, second record",
+        [chunk("a", vec(1)), chunk("b", [0.5, False] + [0.25] * (DIM - 2))],
+        InvalidArguments,
+    ),
+    ("None in vector", [chunk("a", [None] + [0.5] * (DIM - 1))], InvalidArguments),
+    ("list in vector", [chunk("a", [[0.5]] + [0.5] * (DIM - 1))], InvalidArguments),
+    ("nan in vector", [chunk("a", [float("nan")] + [1.0] * (DIM - 1))], InvalidArguments),
+    ("inf in vector", [chunk("a", [float("inf")] + [1.0] * (DIM - 1))], InvalidArguments),
+    ("beyond float32", [chunk("a", [1e39] + [1.0] * (DIM - 1))], InvalidArguments),
+    ("all zero vector", [chunk("a", [0.0] * DIM)], InvalidArguments),
+    ("scope not object", [chunk("a", vec(1), scope=[SECRET])], InvalidArguments),
+    ("scope off lattice", [chunk("a", vec(1), scope={"planet": SECRET})], InvalidFilter),
+    ("scope empty value", [chunk("a", vec(1), scope={"tenant": ""})], InvalidArguments),
+    ("scope long value", [chunk("a", vec(1), scope={"tenant": "x" * 257})], InvalidArguments),
+    ("duplicate ids", [chunk("a", vec(1)), chunk("a", vec(0, 1))], InvalidArguments),
+    ("nan in payload", [chunk("a", vec(1), metadata={"w": float("nan")})], InvalidArguments),
+    ("lone surrogate", [chunk("a", vec(1), distillate="\ud800" + SECRET)], InvalidArguments),
+    ("huge integer", [chunk("a", vec(1), metadata={"n": 2**70})], InvalidArguments),
+    ("origin not string", [chunk("a", vec(1), origin=3)], InvalidArguments),
+]
+
+
+@pytest.mark.parametrize(("case", "records", "error"), BAD_RECORDS, ids=[c[0] for c in BAD_RECORDS])
+def test_bad_records_touch_nothing(
+    store: RatatoskrMemoryStore, case: str, records: Any, error: type[Exception]
+) -> None:
+    store.upsert_many([chunk("keep", vec(1))], idempotency_key="first", ctx=CTX)
+    before = total_rows(store)
+    with pytest.raises(error) as err:
+        store.upsert_many(records, idempotency_key="k", ctx=CTX)
+    assert SECRET not in str(err.value) and "nan," not in str(err.value).lower()
+    assert total_rows(store) == before
+
+
+@pytest.mark.parametrize(
+    ("key", "klass", "expected"),
+    [
+        ("", None, None),
+        ("k" * 257, None, None),
+        (5, None, None),
+        ("k", "forever", None),
+        ("k", None, {"a": -1}),
+        ("k", None, {"a": True}),
+        ("k", None, {"other": 1}),
+        ("k", None, ["a"]),
+    ],
+)
+def test_bad_call_fields(store: RatatoskrMemoryStore, key: Any, klass: Any, expected: Any) -> None:
+    with pytest.raises(InvalidArguments):
+        store.upsert_many(
+            [chunk("a", vec(1))],
+            idempotency_key=key,
+            ctx=CTX,
+            idempotency_class=klass,
+            expected_revisions=expected,
+        )
+    assert total_rows(store) == (0, 0, 0)
+
+
+def test_id_falls_back_to_chunk_id_then_memory_id(store: RatatoskrMemoryStore) -> None:
+    records = [
+        {"chunk_id": "by-chunk-id", "vector": vec(1)},
+        {"memory_id": "by-memory-id", "embedding": vec(0, 1)},
+    ]
+    store.upsert_many(records, idempotency_key="k", ctx=CTX)
+    assert store.get("by-chunk-id") == {**records[0], "revision": 1}
+    assert store.get("by-memory-id") == {**records[1], "revision": 1}
+    assert [h["chunk_id"] for h in store.search(vec(1), top_k=1)] == ["by-chunk-id"]
+
+
+def test_idempotency_is_per_actor(store: RatatoskrMemoryStore) -> None:
+    store.upsert_many([chunk("a", vec(1))], idempotency_key="k", ctx=CTX)
+    other = CallContext(actor="someone-else")
+    assert store.upsert_many([chunk("a", vec(2))], idempotency_key="k", ctx=other) == {
+        "upserted": 1,
+        "replayed": False,
+    }
+    assert store.get("a")["revision"] == 2
+
+
+@pytest.mark.parametrize(
+    ("klass", "alive", "dead"),
+    [
+        ("ephemeral", 9 * 60, 11 * 60),
+        (None, 23 * 3600, 25 * 3600),
+        ("durable", 29 * 86400, 31 * 86400),
+    ],
+)
+def test_idempotency_class_sets_expiry(
+    store: RatatoskrMemoryStore, klass: str | None, alive: float, dead: float
+) -> None:
+    clock: Any = store.clock
+    start = clock.now
+    store.upsert_many([chunk("a", vec(1))], idempotency_key="k", ctx=CTX, idempotency_class=klass)
+    clock.now = start + alive
+    with pytest.raises(IdempotencyConflict):
+        store.upsert_many([chunk("a", vec(2))], idempotency_key="k", ctx=CTX)
+    clock.now = start + dead  # expired: the key counts as absent
+    assert (
+        store.upsert_many([chunk("a", vec(2))], idempotency_key="k", ctx=CTX)["replayed"] is False
+    )
+    assert store.get("a")["revision"] == 2
+
+
+def test_digest_ignores_key_order(store: RatatoskrMemoryStore) -> None:
+    store.upsert_many(
+        [{"id": "a", "embedding": vec(1), "x": 1, "y": 2}], idempotency_key="k", ctx=CTX
+    )
+    again = store.upsert_many(
+        [{"y": 2, "x": 1, "embedding": vec(1), "id": "a"}], idempotency_key="k", ctx=CTX
+    )
+    assert again["replayed"] is True
+
+
+def test_search_argument_pins(store: RatatoskrMemoryStore) -> None:
+    bad: list[dict[str, Any]] = [
+        {"top_k": 0},
+        {"top_k": 1001},
+        {"top_k": True},
+        {"top_k": 2.0},
+        {"include": {"embedding": "no"}},
+        {"include": {"text": True}},
+        {"fidelity_target": 0},
+        {"fidelity_target": 1.5},
+        {"scope_any": [{"tenant": "t"}] * 65},
+        {"scope_any": ["tenant"]},
+        {"scope_all": []},
+    ]
+    for args in bad:
+        with pytest.raises(InvalidArguments):
+            store.search(vec(1), **{"top_k": 5, **args})
+    for vector in ([1.0], [0.0] * DIM, [float("nan")] * DIM):
+        with pytest.raises(InvalidArguments):
+            store.search(vector, top_k=5)
+    assert store.search(vec(1), top_k=5, fidelity_target=1, include={"embedding": True}) == []
+
+
+def test_include_embedding_false_drops_the_vector(store: RatatoskrMemoryStore) -> None:
+    store.upsert_many(
+        [chunk("a", vec(1)), {"id": "b", "vector": vec(0.5, 1)}], idempotency_key="k", ctx=CTX
+    )
+    hits = store.search(vec(1), top_k=5, include={"embedding": False})
+    assert hits[0]["chunk"] == {"id": "a", "distillate": "about a"}
+    assert hits[1]["chunk"] == {"id": "b"} and hits[1]["recalled_view"] == {"id": "b"}
+
+
+def test_score_is_cosine_and_ties_order_by_id(store: RatatoskrMemoryStore) -> None:
+    store.upsert_many(
+        [
+            chunk("z", vec(2, 0)),
+            chunk("m", vec(1, 0)),
+            chunk("a", vec(0, 3)),
+            chunk("b", vec(-1, 0)),
+        ],
+        idempotency_key="k",
+        ctx=CTX,
+    )
+    hits = store.search(vec(1, 0), top_k=4)
+    assert [h["chunk_id"] for h in hits] == ["m", "z", "a", "b"]
+    assert [round(h["score"], 6) for h in hits] == [1.0, 1.0, 0.0, -1.0]
+
+
+def test_many_ties_at_the_cut_come_back_exactly(store: RatatoskrMemoryStore) -> None:
+    twins = [chunk(f"t{i:03d}", vec(1, 1)) for i in range(60)]
+    store.upsert_many(twins + [chunk("best", vec(1, 0.9))], idempotency_key="k", ctx=CTX)
+    hits = store.search(vec(1, 1), top_k=10)
+    assert [h["chunk_id"] for h in hits] == [f"t{i:03d}" for i in range(10)]
+    scoped = store.search(vec(1, 1), top_k=5, scope_any=[{}])
+    assert [h["chunk_id"] for h in scoped] == [f"t{i:03d}" for i in range(5)]
+
+
+# -- confinement by the token scope ----------------------------------------------------------
+
+T = CallContext(actor="worldtree", scope={"tenant": "acme"})
+
+
+def seed(store: RatatoskrMemoryStore) -> None:
+    store.upsert_many(
+        [
+            chunk("mine", vec(1), scope={"tenant": "acme", "end_user": "u1"}),
+            chunk("theirs", vec(1), scope={"tenant": "globex", "end_user": "u1"}),
+        ],
+        idempotency_key="seed",
+        ctx=CTX,
+    )
+
+
+def test_writes_outside_token_scope_are_forbidden(store: RatatoskrMemoryStore) -> None:
+    seed(store)
+    before = total_rows(store)
+    for records in (
+        [
+            chunk("new", vec(1), scope={"tenant": "acme"}),
+            chunk("x", vec(1), scope={"tenant": "globex"}),
+        ],
+        [chunk("y", vec(1))],  # no tenant: not inside the token scope
+        [chunk("theirs", vec(1), scope={"tenant": "acme"})],  # overwriting another tenant's id
+    ):
+        with pytest.raises(ScopeForbidden):
+            store.upsert_many(records, idempotency_key="k", ctx=T)
+    assert total_rows(store) == before
+    assert store.get("theirs")["scope"]["tenant"] == "globex"
+
+
+def test_reads_are_confined(store: RatatoskrMemoryStore) -> None:
+    seed(store)
+    assert [h["chunk_id"] for h in store.search(vec(1), top_k=5, ctx=T)] == ["mine"]
+    hits = store.search(vec(1), top_k=5, scope_any=[{"end_user": "u1"}], ctx=T)
+    assert [h["chunk_id"] for h in hits] == ["mine"]
+    with pytest.raises(ScopeForbidden):
+        store.search(vec(1), top_k=5, scope_all={"tenant": "globex"}, ctx=T)
+    with pytest.raises(ScopeForbidden):
+        store.search(vec(1), top_k=5, scope_any=[{"tenant": "acme"}, {"tenant": "globex"}], ctx=T)
+    assert store.get("theirs", ctx=T) is None
+    assert [r["id"] for r in store.get_many(["theirs", "mine"], ctx=T)] == ["mine"]
+    assert store.delete_many(["theirs", "mine"], ctx=T) == {"deleted": 1}
+    assert store.get("theirs") is not None
+
+
+def test_health_ok_and_infallible(store: RatatoskrMemoryStore, tmp_path: Path) -> None:
+    assert store.health() == {"status": "ok", "reason": None}
+    store.db.close()
+    health = store.health()
+    assert health["status"] == "down" and str(tmp_path) not in str(health["reason"])

@@ -1,0 +1,261 @@
+"""The seed contract's TESTS for the memory store, one named test each, on real SQLite files.
+
+Each behavioural test runs against the SQLite store and against the reference store, so the
+oracle of the parity suite is held to the same contract.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ratatoskr.core.errors import (
+    IdempotencyConflict,
+    InvalidArguments,
+    InvalidFilter,
+    RevisionMismatch,
+)
+from ratatoskr.memory.reference import ReferenceMemoryStore
+from ratatoskr.memory.store import RatatoskrMemoryStore, open_memory_store
+from tests.memory.helpers import CTX, DIM, chunk, vec
+
+V1_CAPS = {
+    "relational_edges_supported": False,
+    "optimistic_locking_supported": True,
+    "atomic_supersede_supported": False,
+    "transaction_supported": False,
+    "filterable_metadata_fields": [],
+}
+
+
+@pytest.fixture(params=["sqlite", "reference"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
+    if request.param == "sqlite":
+        s: Any = open_memory_store(str(tmp_path / "memory.db"), embedding_dim=DIM)
+    else:
+        s = ReferenceMemoryStore(DIM)
+    yield s
+    s.close()
+
+
+def vec_rows(s: RatatoskrMemoryStore) -> list[str]:
+    with s.db.read() as conn:
+        return sorted(r[0] for r in conn.execute("SELECT chunk_id FROM memory_vec").fetchall())
+
+
+def chunk_rows(s: RatatoskrMemoryStore) -> list[str]:
+    with s.db.read() as conn:
+        return sorted(r[0] for r in conn.execute("SELECT chunk_id FROM memory_chunks").fetchall())
+
+
+# -- open_memory_store ---------------------------------------------------------------------
+
+
+def test_fresh_db() -> None:
+    s = open_memory_store(":memory:", embedding_dim=8)
+    assert s.describe_store() == V1_CAPS
+    with s.db.read() as conn:
+        for table in ("memory_chunks", "memory_vec", "memory_idempotency"):
+            assert conn.execute(f"SELECT count(*) FROM {table}").fetchall() == [(0,)]
+    s.close()
+
+
+def test_reopen(tmp_path: Path) -> None:
+    path = str(tmp_path / "memory.db")
+    first = open_memory_store(path, embedding_dim=DIM)
+    first.upsert_many([chunk("a", vec(1))], idempotency_key="k1", ctx=CTX)
+    first.upsert_many([chunk("a", vec(1, 1))], idempotency_key="k2", ctx=CTX)
+    first.close()
+    second = open_memory_store(path, embedding_dim=DIM)
+    assert second.describe_store() == V1_CAPS
+    got = second.get("a")
+    assert got is not None and got["revision"] == 2 and got["embedding"] == vec(1, 1)
+    assert second.upsert_many([chunk("a", vec(1, 1))], idempotency_key="k2", ctx=CTX) == {
+        "upserted": 1,
+        "replayed": True,
+    }
+    second.close()
+
+
+def test_open_rejects_bad_dimension(tmp_path: Path) -> None:
+    for bad in (0, -3, True, 2.5):
+        with pytest.raises(ValueError, match="embedding_dim"):
+            open_memory_store(str(tmp_path / "m.db"), embedding_dim=bad)  # type: ignore[arg-type]
+
+
+def test_open_rejects_unwritable_directory(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="not writable"):
+        open_memory_store(str(tmp_path / "missing" / "m.db"), embedding_dim=DIM)
+
+
+# -- describe_store --------------------------------------------------------------------------
+
+
+def test_caps(store: Any) -> None:
+    assert store.describe_store() == V1_CAPS
+    # advertise => implement: none of the gated verbs exists on the store
+    for verb in ("upsert_edges", "scan", "atomic_supersede", "patch_many", "mark_invalid"):
+        assert not hasattr(store, verb)
+
+
+# -- upsert_many -----------------------------------------------------------------------------
+
+
+def test_basic_upsert(store: Any) -> None:
+    records = [chunk("a", vec(1), scope={"tenant": "t"}), chunk("b", vec(0, 1), trust_tier=2)]
+    assert store.upsert_many(records, idempotency_key="k", ctx=CTX) == {
+        "upserted": 2,
+        "replayed": False,
+    }
+    for record in records:
+        assert store.get(record["id"]) == {**record, "revision": 1}
+
+
+def test_replay(store: Any) -> None:
+    records = [chunk("a", vec(1))]
+    store.upsert_many(records, idempotency_key="k", ctx=CTX)
+    again = store.upsert_many(records, idempotency_key="k", ctx=CTX)
+    assert again == {"upserted": 1, "replayed": True}
+    assert store.get("a")["revision"] == 1
+
+
+def test_conflict(store: Any) -> None:
+    store.upsert_many([chunk("a", vec(1))], idempotency_key="k", ctx=CTX)
+    with pytest.raises(IdempotencyConflict):
+        store.upsert_many([chunk("a", vec(0, 1))], idempotency_key="k", ctx=CTX)
+    assert store.get("a") == {**chunk("a", vec(1)), "revision": 1}
+
+
+def test_optimistic_lock(store: Any) -> None:
+    store.upsert_many([chunk("a", vec(1))], idempotency_key="k1", ctx=CTX)
+    batch = [chunk("a", vec(0, 1)), chunk("b", vec(1, 1))]
+    with pytest.raises(RevisionMismatch) as err:
+        store.upsert_many(batch, idempotency_key="k2", ctx=CTX, expected_revisions={"a": 7})
+    assert err.value.mismatches == [{"id": "a", "expected": 7, "actual": 1}]
+    assert store.get("a")["embedding"] == vec(1) and store.get("b") is None
+    ok = store.upsert_many(
+        batch, idempotency_key="k3", ctx=CTX, expected_revisions={"a": 1, "b": 0}
+    )
+    assert ok["upserted"] == 2
+    assert store.get("a")["revision"] == 2 and store.get("b")["revision"] == 1
+
+
+def test_injection_rule(store: Any) -> None:
+    bad_missing = chunk("a", vec(1), origin="injected_context")
+    bad_extra = chunk("b", vec(1), origin="observed", injection_source="tool")
+    for record in (bad_missing, bad_extra):
+        with pytest.raises(InvalidArguments):
+            store.upsert_many([chunk("ok", vec(1)), record], idempotency_key="k", ctx=CTX)
+    assert store.get("ok") is None
+    good = chunk("c", vec(1), origin="injected_context", injection_source="tool")
+    assert store.upsert_many([good], idempotency_key="k", ctx=CTX)["upserted"] == 1
+
+
+# -- search ----------------------------------------------------------------------------------
+
+
+def test_basic_search(store: Any) -> None:
+    store.upsert_many(
+        [
+            chunk("a", vec(1, 0), scope={"tenant": "t"}),
+            chunk("b", vec(1, 1), scope={"tenant": "t"}),
+            chunk("c", vec(0, 1), scope={"tenant": "t"}),
+        ],
+        idempotency_key="k",
+        ctx=CTX,
+    )
+    hits = store.search(vec(1, 0.2), top_k=2)
+    assert [h["chunk_id"] for h in hits] == ["a", "b"]
+    assert hits[0]["score"] > hits[1]["score"]
+    assert hits[0]["recalled_view"] == "about a"
+    assert hits[0]["revision"] == 1 and hits[0]["chunk"]["id"] == "a"
+
+
+def test_scope_isolation(store: Any) -> None:
+    loud = [chunk(f"x{i}", vec(1, 0.01 * i), scope={"tenant": "other"}) for i in range(30)]
+    quiet = [chunk(f"m{i}", vec(0.1, 1, i), scope={"tenant": "mine"}) for i in range(3)]
+    store.upsert_many(loud + quiet, idempotency_key="k", ctx=CTX)
+    hits = store.search(vec(1), top_k=3, scope_all={"tenant": "mine"})
+    assert sorted(h["chunk_id"] for h in hits) == ["m0", "m1", "m2"]
+
+
+def test_scope_any_union(store: Any) -> None:
+    store.upsert_many(
+        [
+            chunk("subject", vec(1), scope={"tenant": "t", "end_user": "u"}),
+            chunk("self", vec(0, 1), scope={"tenant": "t", "agent_self": "a"}),
+            chunk("neither", vec(1, 1), scope={"tenant": "t", "end_user": "v"}),
+            chunk("elsewhere", vec(1), scope={"tenant": "s", "end_user": "u"}),
+        ],
+        idempotency_key="k",
+        ctx=CTX,
+    )
+    union = [{"end_user": "u"}, {"agent_self": "a"}]
+    hits = store.search(vec(1, 1), top_k=10, scope_any=union)
+    assert sorted(h["chunk_id"] for h in hits) == ["elsewhere", "self", "subject"]
+    hits = store.search(vec(1, 1), top_k=10, scope_all={"tenant": "t"}, scope_any=union)
+    assert sorted(h["chunk_id"] for h in hits) == ["self", "subject"]
+
+
+def test_empty(store: Any) -> None:
+    assert store.search(vec(1), top_k=5) == []
+    store.upsert_many(
+        [chunk("a", vec(1), scope={"tenant": "t"}), chunk("b", vec(0, 1))],
+        idempotency_key="k",
+        ctx=CTX,
+    )
+    assert len(store.search(vec(1), top_k=5, scope_all={}, scope_any=[])) == 2
+
+
+def test_metadata_filter_rejected(store: Any) -> None:
+    with pytest.raises(InvalidArguments):
+        store.search(vec(1), top_k=5, metadata_filter={"trust_tier": 1})
+    assert store.search(vec(1), top_k=5, metadata_filter={}) == []
+
+
+def test_lattice_axes(store: Any) -> None:
+    with pytest.raises(InvalidFilter):
+        store.search(vec(1), top_k=5, scope_all={"planet": "x"})
+    with pytest.raises(InvalidFilter):
+        store.search(vec(1), top_k=5, scope_any=[{"tenant": "t"}, {"planet": "x"}])
+    with pytest.raises(InvalidArguments):
+        store.search(vec(1), top_k=5, scope_any={"tenant": "t"})
+    store.upsert_many([chunk("a", vec(1), scope={"agent_self": "s"})], idempotency_key="k", ctx=CTX)
+    assert [
+        h["chunk_id"] for h in store.search(vec(1), top_k=5, scope_all={"agent_self": "s"})
+    ] == ["a"]
+
+
+# -- get / get_many / delete_many --------------------------------------------------------------
+
+
+def test_get_hit(store: Any) -> None:
+    record = chunk("a", vec(1), metadata={"nested": [1, {"x": None}]}, trust_tier="high")
+    store.upsert_many([record], idempotency_key="k", ctx=CTX)
+    assert store.get("a") == {**record, "revision": 1}
+
+
+def test_get_absent(store: Any) -> None:
+    assert store.get("nope") is None
+
+
+def test_get_many(store: Any) -> None:
+    store.upsert_many([chunk("a", vec(1)), chunk("b", vec(0, 1))], idempotency_key="k", ctx=CTX)
+    assert [r["id"] for r in store.get_many(["b", "absent", "a", "b"])] == ["b", "a"]
+    assert store.get_many(["absent"]) == []
+
+
+def test_delete_hit(tmp_path: Path) -> None:
+    s = open_memory_store(str(tmp_path / "m.db"), embedding_dim=DIM)
+    s.upsert_many([chunk("a", vec(1)), chunk("b", vec(0.9, 0.1))], idempotency_key="k", ctx=CTX)
+    assert s.delete_many(["a"]) == {"deleted": 1}
+    assert chunk_rows(s) == ["b"] and vec_rows(s) == ["b"]
+    assert [h["chunk_id"] for h in s.search(vec(1), top_k=5)] == ["b"]
+    s.close()
+
+
+def test_delete_absent(store: Any) -> None:
+    assert store.delete_many(["ghost"]) == {"deleted": 0}
