@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, settings
 
+from tests.backends import BACKENDS, Backend, selected
+
 settings.register_profile(
     "ci",
     max_examples=100,
@@ -24,3 +26,9 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
 @pytest.fixture
 def db_path(tmp_path: Path) -> Iterator[str]:
     yield str(tmp_path / "memory.db")
+
+
+@pytest.fixture(params=selected())
+def backend(request: pytest.FixtureRequest) -> Backend:
+    """Each store suite that takes this runs once per storage backend."""
+    return BACKENDS[request.param]

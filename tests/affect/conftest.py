@@ -11,6 +11,7 @@ import pytest
 from ratatoskr.affect.reference import ReferenceAffectStore
 from ratatoskr.affect.store import RatatoskrAffectStore, open_affect_store
 from tests.affect.helpers import FakeClock
+from tests.backends import BACKENDS, selected
 
 
 @pytest.fixture
@@ -25,12 +26,13 @@ def sqlite_store(tmp_path: Path, clock: FakeClock) -> Iterator[RatatoskrAffectSt
     store.close()
 
 
-@pytest.fixture(params=["sqlite", "reference"])
+@pytest.fixture(params=[*selected(), "reference"])
 def store(request: pytest.FixtureRequest, tmp_path: Path, clock: FakeClock) -> Iterator[Any]:
-    """Each rule test runs against the SQLite store and the reference store alike."""
+    """Each rule test runs against every storage backend and the reference store alike."""
     if request.param == "reference":
         yield ReferenceAffectStore(clock=clock)
         return
-    sqlite = open_affect_store(str(tmp_path / "affect.db"), clock=clock)
-    yield sqlite
-    sqlite.close()
+    backend = BACKENDS[request.param]
+    opened = backend.affect(backend.fresh(tmp_path, "affect"), clock=clock)
+    yield opened
+    opened.close()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+from pathlib import Path
 from typing import Any
 
 from hypothesis import settings
@@ -18,10 +19,9 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition, rule
 
 from ratatoskr.affect.reference import ReferenceAffectStore
-from ratatoskr.affect.store import open_affect_store
 from ratatoskr.core.errors import BifrostError, RevisionMismatch
-from ratatoskr.sqlite.cursors import load_secret
 from tests.affect.helpers import FakeClock, ctx
+from tests.backends import BACKENDS, Backend, selected
 
 IDS = ["a", "b", "c", "d", "A", "é", "a b"]
 KEYS = ["k1", "k2", "k3"]
@@ -89,12 +89,18 @@ def outcome(call: Any) -> tuple[str, Any]:
 
 
 class AffectParity(RuleBasedStateMachine):
+    backend: Backend = BACKENDS["sqlite"]
+
     def __init__(self) -> None:
         super().__init__()
         self.dir = tempfile.mkdtemp(prefix="affect-parity-")
         self.clock = FakeClock()
-        self.ours = open_affect_store(f"{self.dir}/affect.db", clock=self.clock)
-        self.ref = ReferenceAffectStore(clock=self.clock, secret=load_secret(self.ours.db))
+        self.ours = self.backend.affect(
+            self.backend.fresh(Path(self.dir), "affect"), clock=self.clock
+        )
+        self.ref = ReferenceAffectStore(
+            clock=self.clock, secret=self.backend.cursor_secret(self.ours)
+        )
         self.open_pages: list[tuple[str, dict[str, Any], str]] = []
 
     def both(self, method: str, *args: Any, **kwargs: Any) -> tuple[str, Any]:
@@ -229,7 +235,19 @@ class AffectParity(RuleBasedStateMachine):
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
-AffectParity.TestCase.settings = settings(
+PARITY_SETTINGS = settings(
     settings.default, max_examples=max(200, settings.default.max_examples), stateful_step_count=30
 )
-test_affect_parity_state_machine = AffectParity.TestCase
+
+
+def _machines() -> dict[str, Any]:
+    """One state machine per backend."""
+    out: dict[str, Any] = {}
+    for name in selected():
+        machine = type(f"AffectParity_{name}", (AffectParity,), {"backend": BACKENDS[name]})
+        machine.TestCase.settings = PARITY_SETTINGS
+        out[f"test_affect_parity_state_machine_{name}"] = machine.TestCase
+    return out
+
+
+globals().update(_machines())

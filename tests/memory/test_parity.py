@@ -22,7 +22,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 from ratatoskr.core.context import CallContext
 from ratatoskr.core.errors import BifrostError, RevisionMismatch
 from ratatoskr.memory.reference import ReferenceMemoryStore
-from ratatoskr.memory.store import open_memory_store
+from tests.backends import BACKENDS, Backend, selected
 from tests.memory.helpers import CTX, DIM, chunk, vec
 
 PDIM = 4
@@ -72,12 +72,13 @@ def same(ours: tuple[str, Any], ref: tuple[str, Any]) -> None:
 # -- scripted parity_vs_reference cases of the contract --------------------------------------
 
 
-def both(tmp_path: Path) -> tuple[Any, Any]:
-    return open_memory_store(str(tmp_path / "m.db"), embedding_dim=DIM), ReferenceMemoryStore(DIM)
+def both(backend: Backend, tmp_path: Path) -> tuple[Any, Any]:
+    ours = backend.memory(backend.fresh(tmp_path, "memory"), embedding_dim=DIM)
+    return ours, ReferenceMemoryStore(DIM)
 
 
-def test_parity_vs_reference_upsert_many(tmp_path: Path) -> None:
-    ours, ref = both(tmp_path)
+def test_parity_vs_reference_upsert_many(backend: Backend, tmp_path: Path) -> None:
+    ours, ref = both(backend, tmp_path)
     script = [
         ([chunk("a", vec(1)), chunk("b", vec(0, 1))], "k1", None),
         ([chunk("a", vec(1)), chunk("b", vec(0, 1))], "k1", None),  # replay
@@ -100,8 +101,8 @@ def test_parity_vs_reference_upsert_many(tmp_path: Path) -> None:
     ours.close()
 
 
-def test_parity_vs_reference_search(tmp_path: Path) -> None:
-    ours, ref = both(tmp_path)
+def test_parity_vs_reference_search(backend: Backend, tmp_path: Path) -> None:
+    ours, ref = both(backend, tmp_path)
     records = [
         chunk(
             f"c{i}",
@@ -162,15 +163,14 @@ class MemoryParity(RuleBasedStateMachine):
     """Drives the store with its search mirror on (the default)."""
 
     mirror_bytes: int | None = None
+    backend: Backend = BACKENDS["sqlite"]
 
     def __init__(self) -> None:
         super().__init__()
         self.dir = tempfile.mkdtemp(prefix="parity-")
-        self.path = str(Path(self.dir) / "m.db")
+        self.path = self.backend.fresh(Path(self.dir), "memory")
         self.clock = Clock()
-        self.ours = open_memory_store(
-            self.path, embedding_dim=PDIM, clock=self.clock, mirror_bytes=self.mirror_bytes
-        )
+        self.ours = self.open()
         self.ref = ReferenceMemoryStore(PDIM, clock=self.clock)
 
     def both(self, call: Any) -> tuple[str, Any]:
@@ -264,7 +264,10 @@ class MemoryParity(RuleBasedStateMachine):
     @rule()
     def reopen(self) -> None:
         self.ours.close()
-        self.ours = open_memory_store(
+        self.ours = self.open()
+
+    def open(self) -> Any:
+        return self.backend.memory(
             self.path, embedding_dim=PDIM, clock=self.clock, mirror_bytes=self.mirror_bytes
         )
 
@@ -277,17 +280,24 @@ class MemoryParity(RuleBasedStateMachine):
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
-MemoryParity.TestCase.settings = settings(
+PARITY_SETTINGS = settings(
     settings.default, max_examples=max(200, settings.default.max_examples), stateful_step_count=25
 )
-test_memory_parity_state_machine = MemoryParity.TestCase
 
 
-class MemoryParitySql(MemoryParity):
-    """The same sequences with the mirror off: search runs in SQL (vec0 and scoped scans)."""
+def _machines() -> dict[str, Any]:
+    """One state machine per backend, with the search mirror on and (the SQL path) off."""
+    out: dict[str, Any] = {}
+    for name in selected():
+        for suffix, mirror in (("", None), ("_sql_search", 0)):
+            machine = type(
+                f"MemoryParity_{name}{suffix}",
+                (MemoryParity,),
+                {"backend": BACKENDS[name], "mirror_bytes": mirror},
+            )
+            machine.TestCase.settings = PARITY_SETTINGS
+            out[f"test_memory_parity_state_machine{suffix}_{name}"] = machine.TestCase
+    return out
 
-    mirror_bytes = 0
 
-
-MemoryParitySql.TestCase.settings = MemoryParity.TestCase.settings
-test_memory_parity_state_machine_sql_search = MemoryParitySql.TestCase
+globals().update(_machines())

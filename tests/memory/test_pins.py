@@ -4,7 +4,7 @@ message names fields and ids, never values."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +17,8 @@ from ratatoskr.core.errors import (
     InvalidFilter,
     ScopeForbidden,
 )
-from ratatoskr.provider.memory_store import RatatoskrMemoryStore, open_memory_store
+from ratatoskr.provider.memory_store import RatatoskrMemoryStore
+from tests.backends import Backend
 from tests.memory.helpers import CTX, DIM, chunk, vec
 
 SECRET = "SECRET-MARKER-93f1"
@@ -31,18 +32,16 @@ class Clock:
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> Iterator[RatatoskrMemoryStore]:
-    s = open_memory_store(str(tmp_path / "m.db"), embedding_dim=DIM, clock=Clock())
+def store(backend: Backend, tmp_path: Path) -> Iterator[RatatoskrMemoryStore]:
+    s = backend.memory(backend.fresh(tmp_path, "memory"), embedding_dim=DIM, clock=Clock())
     yield s
     s.close()
 
 
-def total_rows(s: RatatoskrMemoryStore) -> tuple[int, int, int]:
-    with s.db.read() as conn:
-        return tuple(  # type: ignore[return-value]
-            conn.execute(f"SELECT count(*) FROM {t}").fetchall()[0][0]
-            for t in ("memory_chunks", "memory_vec", "memory_idempotency")
-        )
+@pytest.fixture
+def total_rows(backend: Backend) -> Callable[[Any], int]:
+    """Every row a store keeps, in all its tables."""
+    return lambda s: sum(backend.footprint(s).values())
 
 
 BAD_RECORDS: list[tuple[str, Any, type[Exception]]] = [
@@ -83,7 +82,11 @@ BAD_RECORDS: list[tuple[str, Any, type[Exception]]] = [
 
 @pytest.mark.parametrize(("case", "records", "error"), BAD_RECORDS, ids=[c[0] for c in BAD_RECORDS])
 def test_bad_records_touch_nothing(
-    store: RatatoskrMemoryStore, case: str, records: Any, error: type[Exception]
+    store: RatatoskrMemoryStore,
+    total_rows: Callable[[Any], int],
+    case: str,
+    records: Any,
+    error: type[Exception],
 ) -> None:
     store.upsert_many([chunk("keep", vec(1))], idempotency_key="first", ctx=CTX)
     before = total_rows(store)
@@ -106,7 +109,13 @@ def test_bad_records_touch_nothing(
         ("k", None, ["a"]),
     ],
 )
-def test_bad_call_fields(store: RatatoskrMemoryStore, key: Any, klass: Any, expected: Any) -> None:
+def test_bad_call_fields(
+    store: RatatoskrMemoryStore,
+    total_rows: Callable[[Any], int],
+    key: Any,
+    klass: Any,
+    expected: Any,
+) -> None:
     with pytest.raises(InvalidArguments):
         store.upsert_many(
             [chunk("a", vec(1))],
@@ -115,7 +124,7 @@ def test_bad_call_fields(store: RatatoskrMemoryStore, key: Any, klass: Any, expe
             idempotency_class=klass,
             expected_revisions=expected,
         )
-    assert total_rows(store) == (0, 0, 0)
+    assert total_rows(store) == 0
 
 
 def test_id_falls_back_to_chunk_id_then_memory_id(store: RatatoskrMemoryStore) -> None:
@@ -246,7 +255,9 @@ def seed(store: RatatoskrMemoryStore) -> None:
     )
 
 
-def test_writes_outside_token_scope_are_forbidden(store: RatatoskrMemoryStore) -> None:
+def test_writes_outside_token_scope_are_forbidden(
+    store: RatatoskrMemoryStore, total_rows: Callable[[Any], int]
+) -> None:
     seed(store)
     before = total_rows(store)
     for records in (
