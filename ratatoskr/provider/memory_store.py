@@ -27,13 +27,17 @@ def build_memory_provider_app(
         raise ValueError("store.describe_store() must return a capability dict")
     if not isinstance(heimdall_key, bytes | bytearray) or not heimdall_key:
         raise ValueError("heimdall_key must be non-empty bytes")
-    from ratatoskr.server.apps import build_memory_app
+    from ratatoskr.memory.verbs import memory_plane
+    from ratatoskr.server.app import create_app
+    from ratatoskr.server.settings import Settings
     from ratatoskr.sqlite.jti import ledger_beside
+    from ratatoskr.wire.keys import Keyring
 
     path = store.db.path if isinstance(store, RatatoskrMemoryStore) else ":memory:"
-    return build_memory_app(
-        store, bytes(heimdall_key), consumer_id, ledger_path=ledger_beside(path)
+    settings = Settings(
+        keyring=Keyring(bytes(heimdall_key), setting="heimdall_key"), consumer_id=consumer_id
     )
+    return create_app(settings, planes=[memory_plane(store)], ledger=ledger_beside(path))
 
 
 __all__ = ["RatatoskrMemoryStore", "build_memory_provider_app", "open_memory_store"]

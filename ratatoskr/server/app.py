@@ -1,9 +1,11 @@
-"""The composite server: both planes, one token verifier, one jti ledger, one Starlette app.
+"""The one app factory: planes, one token verifier, one jti ledger, metrics, one Starlette app.
 
-``create_app(settings)`` returns the app at once; its stores are opened in the lifespan (in
-each worker, after gunicorn forks) and closed on shutdown. Until then the wire app does not
-exist, so the routes are served by a small ASGI holder that forwards to it once it is built
-by ``build_plane_app``: the wire is assembled exactly as the standalone providers assemble it.
+``create_app(settings)`` returns the app at once. Planes named by string are opened from the
+settings in the lifespan (in each worker, after gunicorn forks) and closed on shutdown; until
+then the routes are served by a small ASGI holder that answers 503. Planes passed ready-made
+(the seed contract's ``build_memory_provider_app``, the tests) are served over stores their
+caller owns, so their routes exist before the lifespan runs. Both ways build the wire the
+same way, with the same metrics, store threads and probes.
 """
 
 from __future__ import annotations
@@ -24,7 +26,6 @@ from ratatoskr.affect.store import open_affect_store
 from ratatoskr.affect.verbs import affect_plane
 from ratatoskr.memory.store import open_memory_store
 from ratatoskr.memory.verbs import memory_plane
-from ratatoskr.server.apps import build_plane_app
 from ratatoskr.server.metrics import CONTENT_TYPE, Metrics
 from ratatoskr.server.settings import (
     AFFECT_DB_ENV,
@@ -37,8 +38,14 @@ from ratatoskr.server.settings import (
 from ratatoskr.server.threads import configure_store_threads, run_in_store_thread
 from ratatoskr.sqlite.database import SchemaError
 from ratatoskr.sqlite.jti import JtiLedger, ledger_beside
+from ratatoskr.wire.http import WireEndpoints
+from ratatoskr.wire.openapi import openapi_document
 from ratatoskr.wire.plane import Plane
+from ratatoskr.wire.replay import ReplayGuard
 from ratatoskr.wire.tokens import TokenVerifier
+
+PlaneSpec = str | Plane
+LedgerSpec = ReplayGuard | str | None
 
 PLANES = ("memory", "affect")
 
@@ -73,20 +80,18 @@ def open_plane(settings: Settings, name: str) -> tuple[Plane, Any]:
     return affect_plane(affect), affect
 
 
-def open_stores(settings: Settings, planes: Sequence[str]) -> tuple[OpenStores, JtiLedger]:
-    """Open the planes' stores and the shared jti ledger."""
+def open_stores(settings: Settings, planes: Sequence[str]) -> OpenStores:
+    """Open the planes' stores (closed by ``OpenStores.close``)."""
     opened = OpenStores()
     try:
         for name in planes:
             plane, store = open_plane(settings, name)
             opened.closers.append(store)
             opened.planes.append(plane)
-        ledger = JtiLedger(ledger_path(settings, planes), settings=settings.database)
-        opened.closers.append(ledger)
     except BaseException:
         opened.close()
         raise
-    return opened, ledger
+    return opened
 
 
 def check_stores(settings: Settings, planes: Sequence[str] = PLANES) -> None:
@@ -127,12 +132,81 @@ class _WireHolder:
         await self.app(scope, receive, send)
 
 
-def create_app(settings: Settings, *, planes: Sequence[str] = PLANES) -> Starlette:
-    """The server over ``planes`` (both by default; one for the standalone providers)."""
-    unknown = set(planes) - set(PLANES)
-    if unknown or not planes:
-        raise ValueError(f"planes must be a non-empty subset of {', '.join(PLANES)}")
+def wire_app(
+    settings: Settings, planes: Sequence[Plane], guard: ReplayGuard, metrics: Metrics
+) -> Starlette:
+    """The wire over ready planes, plus ``GET /openapi.json`` describing exactly them."""
+    verifier = TokenVerifier(
+        settings.keyring,
+        issuer=settings.issuer,
+        audience=settings.consumer_id,
+        max_lifetime=settings.max_token_ttl,
+        allow_unscoped=settings.allow_unscoped,
+    )
+    metrics.know_planes(planes)
+    wire = WireEndpoints(
+        planes,
+        verifier,
+        guard,
+        settings.consumer_id,
+        max_body_bytes=settings.max_body_bytes,
+        body_timeout=settings.body_timeout,
+        auth_tarpit=settings.auth_tarpit_ms / 1000,
+        auth_tarpit_max=settings.auth_tarpit_max,
+        observer=metrics,
+        offload=run_in_store_thread,
+    )
+    document = orjson.dumps(openapi_document([p.table for p in planes]))
+
+    async def openapi(request: Request) -> Response:
+        return Response(document, media_type="application/json")
+
+    app = Starlette(routes=[*wire.routes(), Route("/openapi.json", openapi, methods=["GET"])])
+    app.state.wire = wire
+    return app
+
+
+def create_app(
+    settings: Settings,
+    *,
+    planes: Sequence[PlaneSpec] = PLANES,
+    ledger: LedgerSpec = None,
+) -> Starlette:
+    """The server over ``planes``: names (``memory``, ``affect``) are opened from the settings;
+    ``Plane`` objects are served as given and never closed here.
+
+    ``ledger`` is the replay guard: by default a jti ledger beside the first named plane's file
+    (``:memory:`` when every plane is given ready-made); a path opens a ledger there; a guard
+    object is used as it is.
+    """
+    names = [p for p in planes if isinstance(p, str)]
+    ready = [p for p in planes if isinstance(p, Plane)]
+    if not planes or set(names) - set(PLANES) or len(names) + len(ready) != len(planes):
+        raise ValueError(f"planes must be a non-empty list of {', '.join(PLANES)} or Plane objects")
+    if names and ready:
+        raise ValueError("serve either named planes or ready-made ones, not both")
     metrics = Metrics()
+
+    def open_guard() -> tuple[ReplayGuard, bool]:
+        if ledger is not None and not isinstance(ledger, str):
+            return ledger, False
+        path = (
+            ledger
+            if ledger is not None
+            else (ledger_path(settings, names) if names else ":memory:")
+        )
+        return JtiLedger(path, settings=settings.database), True
+
+    async def metrics_endpoint(request: Request) -> Response:
+        wire = getattr(request.app.state, "wire", None)
+        if wire is not None:
+            await run_in_store_thread(metrics.refresh, wire.planes)
+        body = await run_in_store_thread(metrics.exposition)
+        return Response(body, media_type=CONTENT_TYPE)
+
+    metrics_route = Route("/metrics", metrics_endpoint, methods=["GET"])
+    if ready:
+        return _ready_app(settings, ready, open_guard, metrics, metrics_route)
     holder = _WireHolder()
 
     @asynccontextmanager
@@ -140,42 +214,45 @@ def create_app(settings: Settings, *, planes: Sequence[str] = PLANES) -> Starlet
         # every storage call, the stores' first connections included, runs on the store
         # threads: a fixed set, so each file has a bounded number of connections
         configure_store_threads(settings.store_threads)
-        opened, ledger = await run_in_store_thread(open_stores, settings, planes)
+        opened = await run_in_store_thread(open_stores, settings, names)
         try:
-            verifier = TokenVerifier(
-                settings.keyring,
-                issuer=settings.issuer,
-                audience=settings.consumer_id,
-                max_lifetime=settings.max_token_ttl,
-                allow_unscoped=settings.allow_unscoped,
-            )
-            metrics.know_planes(opened.planes)
-            holder.app = build_plane_app(
-                opened.planes,
-                verifier,
-                ledger,
-                settings.consumer_id,
-                settings.max_body_bytes,
-                observer=metrics,
-                body_timeout=settings.body_timeout,
-                auth_tarpit=settings.auth_tarpit_ms / 1000,
-                auth_tarpit_max=settings.auth_tarpit_max,
-            )
+            guard, owned = await run_in_store_thread(open_guard)
+            if owned:
+                opened.closers.append(guard)
+            holder.app = wire_app(settings, opened.planes, guard, metrics)
             app.state.wire = holder.app.state.wire
             yield
         finally:
             holder.app = None
+            app.state.wire = None
             await run_in_store_thread(opened.close)
 
-    async def metrics_endpoint(request: Request) -> Response:
-        if holder.app is not None:
-            await run_in_store_thread(metrics.refresh, holder.app.state.wire.planes)
-        body = await run_in_store_thread(metrics.exposition)
-        return Response(body, media_type=CONTENT_TYPE)
-
-    routes = [Route("/metrics", metrics_endpoint, methods=["GET"]), Mount("", app=holder)]
-    app = Starlette(routes=routes, lifespan=lifespan)
+    app = Starlette(routes=[metrics_route, Mount("", app=holder)], lifespan=lifespan)
     app.state.metrics = metrics
+    app.state.wire = None
+    return app
+
+
+def _ready_app(
+    settings: Settings,
+    planes: list[Plane],
+    open_guard: Any,
+    metrics: Metrics,
+    metrics_route: Route,
+) -> Starlette:
+    """Planes over stores the caller owns: the wire is built now, the guard opened now."""
+    guard, owned = open_guard()
+    inner = wire_app(settings, planes, guard, metrics)
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        configure_store_threads(settings.store_threads)
+        yield
+
+    app = Starlette(routes=[metrics_route, *inner.routes], lifespan=lifespan)
+    app.state.metrics = metrics
+    app.state.wire = inner.state.wire
+    app.state.ledger = guard if owned else None
     return app
 
 

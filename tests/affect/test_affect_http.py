@@ -10,8 +10,8 @@ import pytest
 from starlette.testclient import TestClient
 
 from ratatoskr.affect.store import RatatoskrAffectStore, open_affect_store
-from ratatoskr.server.apps import build_affect_app
 from ratatoskr.sqlite.jti import JtiLedger
+from tests.apps import affect_app
 from tests.wire.helpers import KEY, TENANT, call, envelope, error_code, ok, post, token_for
 
 
@@ -25,7 +25,7 @@ def affect_store(tmp_path: Path) -> Iterator[RatatoskrAffectStore]:
 @pytest.fixture
 def client(affect_store: RatatoskrAffectStore, tmp_path: Path) -> Iterator[TestClient]:
     ledger = JtiLedger(str(tmp_path / "affect.jti.db"))
-    with TestClient(build_affect_app(affect_store, KEY, replay_guard=ledger, auth_tarpit=0)) as c:
+    with TestClient(affect_app(affect_store, KEY, ledger=ledger)) as c:
         yield c
     ledger.close()
 

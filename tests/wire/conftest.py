@@ -9,8 +9,8 @@ import pytest
 from starlette.testclient import TestClient
 
 from ratatoskr.memory.store import RatatoskrMemoryStore, open_memory_store
-from ratatoskr.server.apps import build_memory_app
 from ratatoskr.sqlite.jti import JtiLedger
+from tests.apps import memory_app
 from tests.wire.helpers import DIM, KEY
 
 
@@ -30,6 +30,6 @@ def ledger(tmp_path: Path) -> Iterator[JtiLedger]:
 
 @pytest.fixture
 def client(store: RatatoskrMemoryStore, ledger: JtiLedger) -> Iterator[TestClient]:
-    app = build_memory_app(store, KEY, replay_guard=ledger, auth_tarpit=0)
+    app = memory_app(store, KEY, ledger=ledger)
     with TestClient(app) as c:
         yield c

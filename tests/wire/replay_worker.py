@@ -12,7 +12,7 @@ import orjson
 from starlette.testclient import TestClient
 
 from ratatoskr.memory.store import open_memory_store
-from ratatoskr.server.apps import build_memory_app
+from tests.apps import memory_app
 from tests.wire.helpers import DIM, KEY, post
 
 
@@ -20,7 +20,7 @@ def main() -> None:
     db, ledger = sys.argv[1], sys.argv[2]
     job = orjson.loads(sys.stdin.buffer.read())
     store = open_memory_store(db, embedding_dim=DIM)
-    with TestClient(build_memory_app(store, KEY, ledger_path=ledger, auth_tarpit=0)) as client:
+    with TestClient(memory_app(store, KEY, ledger=ledger)) as client:
         response = post(client, job["body"].encode(), job["token"])
     body = response.json()
     print(response.status_code, "ok" if body["ok"] else body["error"]["code"])

@@ -12,12 +12,9 @@ from starlette.testclient import TestClient
 
 from ratatoskr.core.context import CallContext
 from ratatoskr.memory.store import RatatoskrMemoryStore, open_memory_store
-from ratatoskr.server.apps import build_memory_app, build_plane_app
 from ratatoskr.sqlite.database import DatabaseSettings
-from ratatoskr.sqlite.jti import JtiLedger
-from ratatoskr.wire.keys import Keyring
 from ratatoskr.wire.plane import Plane, Verb, VerbTable, no_args
-from ratatoskr.wire.tokens import TokenVerifier
+from tests.apps import memory_app, plane_app
 from tests.wire.helpers import (
     DIM,
     KEY,
@@ -39,7 +36,7 @@ def _status_code(response: Any) -> tuple[int, str]:
 
 
 def test_payload_too_large(store: RatatoskrMemoryStore) -> None:
-    with TestClient(build_memory_app(store, KEY, max_body_bytes=64, auth_tarpit=0)) as client:
+    with TestClient(memory_app(store, KEY, max_body_bytes=64)) as client:
         body = envelope("search", {"vector": vec(1), "top_k": 1})
         assert len(body) > 64
         assert _status_code(post(client, body, token_for(body))) == (
@@ -235,7 +232,7 @@ def test_unavailable_when_the_database_is_locked(tmp_path: Path) -> None:
     store = open_memory_store(path, embedding_dim=DIM, settings=settings)
     holder = apsw.Connection(path)
     try:
-        with TestClient(build_memory_app(store, KEY, auth_tarpit=0)) as client:
+        with TestClient(memory_app(store, KEY)) as client:
             holder.execute("BEGIN IMMEDIATE")
             response = call(
                 client, "upsert_many", {"records": [record("a", vec(1))], "idempotency_key": "k"}
@@ -266,10 +263,7 @@ def exploding_client(tmp_path: Path) -> Iterator[TestClient]:
         unsupported=frozenset(),
         describe=lambda store: {"capabilities": {}, "limits": {}},
     )
-    verifier = TokenVerifier(Keyring(KEY))
-    app = build_plane_app(
-        [Plane(table, _Exploding())], verifier, JtiLedger(":memory:"), "ratatoskr", auth_tarpit=0
-    )
+    app = plane_app([Plane(table, _Exploding())], KEY)
     with TestClient(app) as client:
         yield client
 

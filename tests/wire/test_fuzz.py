@@ -21,7 +21,7 @@ from schemathesis.specs.openapi.checks import (
 )
 
 from ratatoskr.memory.store import open_memory_store
-from ratatoskr.server.apps import build_memory_app
+from tests.apps import memory_app
 from tests.wire.helpers import DIM, KEY, token_for
 
 
@@ -42,7 +42,7 @@ class BoundToken:
 
 def test_memory_call_never_500s_and_answers_documented_shapes(tmp_path: Path) -> None:
     store = open_memory_store(str(tmp_path / "m.db"), embedding_dim=DIM)
-    app = build_memory_app(store, KEY, auth_tarpit=0)
+    app = memory_app(store, KEY)
     schema = schemathesis.openapi.from_asgi("/openapi.json", app)
     schema.auth(refresh_interval=None)(BoundToken)
     operation = schema["/bifrost/memory-call"]["POST"]

@@ -10,7 +10,7 @@ import pytest
 from starlette.testclient import TestClient
 
 from ratatoskr.memory.store import RatatoskrMemoryStore
-from ratatoskr.server.apps import build_memory_app
+from tests.apps import memory_app
 from tests.wire.helpers import KEY, OTHER_KEY, call, envelope, post, record, token_for, vec
 
 MARKER = "zq-MARKER-7f3a9c-content"
@@ -86,7 +86,7 @@ def _every_outcome(client: TestClient) -> list[Any]:
 
 def test_marker_never_logged(store: RatatoskrMemoryStore, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.DEBUG)
-    with TestClient(build_memory_app(store, KEY, max_body_bytes=1 << 20, auth_tarpit=0)) as client:
+    with TestClient(memory_app(store, KEY, max_body_bytes=1 << 20)) as client:
         responses = _every_outcome(client)
         oversized = envelope(
             "upsert_many",

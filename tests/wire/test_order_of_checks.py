@@ -9,8 +9,8 @@ import orjson
 from starlette.testclient import TestClient
 
 from ratatoskr.memory.store import RatatoskrMemoryStore
-from ratatoskr.server.apps import build_memory_app
 from ratatoskr.sqlite.jti import JtiLedger
+from tests.apps import memory_app
 from tests.wire.helpers import (
     KEY,
     OTHER_KEY,
@@ -29,7 +29,7 @@ def _code(response: Any) -> tuple[int, str]:
 
 
 def test_1_size_before_media_type_and_token(store: RatatoskrMemoryStore) -> None:
-    with TestClient(build_memory_app(store, KEY, max_body_bytes=16, auth_tarpit=0)) as client:
+    with TestClient(memory_app(store, KEY, max_body_bytes=16)) as client:
         response = post(client, b"x" * 17, None, content_type="text/plain")
         assert _code(response) == (413, "wire.payload_too_large")
 
@@ -117,7 +117,7 @@ def test_1_oversized_stream_is_refused_without_reading_it_all(
     store: RatatoskrMemoryStore,
 ) -> None:
     """Over raw ASGI with no Content-Length: the app stops pulling chunks past the limit."""
-    app = build_memory_app(store, KEY, max_body_bytes=100, auth_tarpit=0)
+    app = memory_app(store, KEY, max_body_bytes=100)
     pulled = 0
     sent: list[dict[str, Any]] = []
 

@@ -10,7 +10,7 @@ from starlette.testclient import TestClient
 
 from ratatoskr.memory.reference import ReferenceMemoryStore
 from ratatoskr.memory.store import open_memory_store
-from ratatoskr.server.apps import build_memory_app
+from tests.apps import memory_app
 from tests.wire.helpers import DIM, KEY, call, record, vec
 
 ACME = {"tenant": "acme"}
@@ -101,8 +101,8 @@ def _close(a: Any, b: Any) -> bool:
 def test_sqlite_and_reference_give_the_same_wire_answers(tmp_path: Path) -> None:
     sqlite_store = open_memory_store(str(tmp_path / "m.db"), embedding_dim=DIM)
     apps = [
-        build_memory_app(sqlite_store, KEY, auth_tarpit=0),
-        build_memory_app(ReferenceMemoryStore(DIM), KEY, auth_tarpit=0),
+        memory_app(sqlite_store, KEY),
+        memory_app(ReferenceMemoryStore(DIM), KEY),
     ]
     try:
         with TestClient(apps[0]) as sqlite_client, TestClient(apps[1]) as reference_client:

@@ -16,9 +16,9 @@ import pytest
 from starlette.testclient import TestClient
 
 from ratatoskr.memory.store import RatatoskrMemoryStore
-from ratatoskr.server.apps import build_memory_app
 from ratatoskr.wire.keys import KEY_ENV, KEY_FILE_ENV, KEYS_FILE_ENV, Keyring, load_keyring
 from ratatoskr.wire.tokens import REQUIRED_CLAIMS, TokenVerifier, body_digest, mint_token
+from tests.apps import memory_app
 from tests.wire.helpers import (
     KEY,
     OTHER_KEY,
@@ -208,7 +208,7 @@ def test_verb_mismatch(client: TestClient) -> None:
 @pytest.fixture
 def rotating_client(store: RatatoskrMemoryStore) -> Iterator[TestClient]:
     ring = Keyring(KEY, {"2026-01": b"a" * 32, "2026-02": b"b" * 48})
-    with TestClient(build_memory_app(store, ring, auth_tarpit=0)) as c:
+    with TestClient(memory_app(store, ring)) as c:
         yield c
 
 
@@ -229,7 +229,7 @@ def test_unknown_kid(rotating_client: TestClient) -> None:
 
 
 def test_no_kid_without_a_default_key(store: RatatoskrMemoryStore) -> None:
-    with TestClient(build_memory_app(store, Keyring(None, {"k1": KEY}), auth_tarpit=0)) as client:
+    with TestClient(memory_app(store, Keyring(None, {"k1": KEY}))) as client:
         assert error_code(call(client, "health", {})) == "auth.invalid_token"
         ok(call(client, "health", {}, kid="k1"))
 
@@ -274,10 +274,10 @@ def test_default_key_file_in_data(tmp_path: Path) -> None:
 
 
 def test_unscoped_tokens_are_refused_unless_allowed(store: RatatoskrMemoryStore) -> None:
-    with TestClient(build_memory_app(store, KEY, auth_tarpit=0)) as client:
+    with TestClient(memory_app(store, KEY)) as client:
         response = call(client, "health", {}, scope={})
         assert (response.status_code, error_code(response)) == (401, "auth.invalid_token")
-    with TestClient(build_memory_app(store, KEY, allow_unscoped=True, auth_tarpit=0)) as client:
+    with TestClient(memory_app(store, KEY, allow_unscoped=True)) as client:
         ok(call(client, "health", {}, scope={}))
 
 
