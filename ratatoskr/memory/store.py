@@ -1,11 +1,7 @@
 """The memory plane's store: chunks verbatim in SQLite, vectors in sqlite-vec, exact search.
 
-One file, ``RATATOSKR_MEMORY_DB``; its tables are in ``memory_schema.py``.
-
-Search ranks on the mirror when it fits its memory budget, otherwise in SQL
-(``memory_sql_search.py``). Both paths pick float32 candidates with a margin and recompute
-the final scores in float64 (``cosine.py``), so ties and near-ties order exactly as the
-reference store's.
+One file, ``RATATOSKR_MEMORY_DB``; its tables are in ``schema.py``. Searches are answered
+by ``search.engine`` (the mirror, else SQL), exactly as the reference store ranks.
 """
 
 from __future__ import annotations
@@ -23,16 +19,9 @@ from ratatoskr.core.errors import InvalidArguments, RevisionMismatch, ScopeForbi
 from ratatoskr.core.scope import contains
 from ratatoskr.memory import rules
 from ratatoskr.memory.schema import memory_migrations
-from ratatoskr.memory.search.hits import (
-    CurrentMark,
-    Gathered,
-    fetch_rows,
-    mirror_hits,
-    sql_hits,
-    stored_record,
-)
+from ratatoskr.memory.search.engine import SearchEngine
+from ratatoskr.memory.search.hits import stored_record
 from ratatoskr.memory.search.mirror import VectorMirror, mirror_budget_from_env
-from ratatoskr.memory.search.sql import rank_in_sql
 from ratatoskr.sqlite.database import Database, DatabaseSettings, SchemaError
 from ratatoskr.sqlite.health import check_health
 from ratatoskr.sqlite.idempotency import (
@@ -43,11 +32,6 @@ from ratatoskr.sqlite.idempotency import (
 from ratatoskr.sqlite.scope_sql import COLUMNS, placeholders, scope_condition
 
 CHANGES_KEPT = 200_000
-# ``search_quick``'s bounds: about half a millisecond of work, whatever the dimension.
-QUICK_CHANGES = 64
-QUICK_FLOATS = 1 << 21  # rows x dim to score
-QUICK_HITS = 64
-QUICK_HIT_FLOATS = 1 << 14  # embedding values in the hits: ~20 embeddings at 768
 _idem = IdempotencyTable("memory_idempotency")
 
 
@@ -93,7 +77,7 @@ class RatatoskrMemoryStore:
         self.clock = clock
         budget = mirror_budget_from_env() if mirror_bytes is None else mirror_bytes
         self.mirror = VectorMirror(embedding_dim, budget) if budget > 0 else None
-        self._mark = CurrentMark()
+        self.engine = SearchEngine(db, embedding_dim, self.mirror)
 
     # -- descriptor and health -----------------------------------------------------------
 
@@ -242,114 +226,18 @@ class RatatoskrMemoryStore:
 
     def search_parsed(self, call: rules.SearchCall) -> list[dict[str, Any]]:
         """The read half of ``search``: ``call`` is validated and already confined."""
-        hits = self._search_current(call, quick=False)
-        if hits is not None:
-            return hits
-        with self.db.read() as conn:
-            gathered = self._rank_on_mirror(conn, call)
-            if gathered is None:
-                ranked = rank_in_sql(conn, call, self.embedding_dim)
-                return sql_hits(conn, ranked, call.include_embedding)
-            return self._mirror_hits(conn, gathered, call.include_embedding)
+        hits = self.engine.search(call)
+        assert hits is not None  # only the quick mode declines
+        return hits
 
     def search_quick(self, call: rules.SearchCall) -> list[dict[str, Any]] | None:
         """``search_parsed`` when it is cheap for sure, else ``None`` with nothing done.
 
-        Cheap means: the mirror serves it, is free, at most ``QUICK_CHANGES`` changes
-        behind, the filter admits at most ``QUICK_FLOATS / dim`` rows and the answer is
-        small (``_quick_enough``). The wire runs this on its event loop, which saves the
-        threadpool hand-off (about a third of a small scoped search's cost)."""
-        hits = self._search_current(call, quick=True)
-        if hits is not None:
-            return hits
-        mirror = self.mirror
-        if mirror is None or mirror.loading:
-            return None
-        with self.db.read() as conn:
-            if not mirror.lock.acquire(blocking=False):
-                return None
-            try:
-                if not mirror.sync(conn, max_changes=QUICK_CHANGES):
-                    return None
-                self._mark.note(conn, mirror.generation)
-                rows = mirror.admitted(call.scope_all, call.scope_any)
-                if not self._quick_enough(mirror.admitted_count(rows), call):
-                    return None
-                gathered = mirror.search(rows, call.vector, call.top_k, call.include_embedding)
-            finally:
-                mirror.lock.release()
-            return self._mirror_hits(conn, gathered, call.include_embedding)
-
-    def _search_current(self, call: rules.SearchCall, quick: bool) -> list[dict[str, Any]] | None:
-        """The search answered from the mirror alone when it is provably current with the
-        file (``memory_hits.CurrentMark``), without a read transaction; ``None`` when that
-        cannot be shown (or, ``quick``, the work is not small), with nothing returned."""
-        mirror = self.mirror
-        if mirror is None or mirror.loading or self.db.in_memory:
-            return None
-        conn = self.db.connection()
-        try:
-            current = self._mark.check(conn)
-        except apsw.Error:
-            return None  # the full path reports it
-        if current is None:
-            return None
-        version, generation = current
-        if not mirror.lock.acquire(blocking=not quick):
-            return None
-        try:
-            if mirror.generation != generation:
-                return None
-            rows = mirror.admitted(call.scope_all, call.scope_any)
-            if quick and not self._quick_enough(mirror.admitted_count(rows), call):
-                return None
-            gathered = mirror.search(rows, call.vector, call.top_k, call.include_embedding)
-        finally:
-            mirror.lock.release()
-        unheld = gathered.unheld()
-        if not unheld:
-            return mirror_hits(gathered, call.include_embedding, {})
-        try:
-            fetched = fetch_rows(conn, unheld, call.include_embedding)  # its own snapshot
-        except apsw.Error:
-            return None
-        if conn.data_version() != version or len(fetched) != len(unheld):
-            return None  # the file changed since the check: not the mirror's snapshot
-        return mirror_hits(gathered, call.include_embedding, fetched)
-
-    def _quick_enough(self, admitted: int, call: rules.SearchCall) -> bool:
-        """Whether ranking ``admitted`` rows and building the hits stays small: the rows to
-        score, the number of hits, and the floats of their embeddings (built as Python
-        lists, then written as JSON on the event loop)."""
-        hits = min(call.top_k, admitted)
-        embedding_floats = hits * self.embedding_dim if call.include_embedding else 0
-        return (
-            admitted * self.embedding_dim <= QUICK_FLOATS
-            and hits <= QUICK_HITS
-            and embedding_floats <= QUICK_HIT_FLOATS
-        )
-
-    @staticmethod
-    def _mirror_hits(
-        conn: apsw.Connection, gathered: Gathered, include_embedding: bool
-    ) -> list[dict[str, Any]]:
-        """The hits the mirror ranked at ``conn``'s snapshot, reading only what it lacks."""
-        unheld = gathered.unheld()
-        fetched = fetch_rows(conn, unheld, include_embedding) if unheld else {}
-        return mirror_hits(gathered, include_embedding, fetched)
+        The wire runs this on its event loop, which saves the threadpool hand-off (about a
+        third of a small scoped search's cost); the bounds are in ``search.engine``."""
+        return self.engine.search(call, quick=True)
 
     # -- internals -------------------------------------------------------------------
-
-    def _rank_on_mirror(self, conn: apsw.Connection, call: rules.SearchCall) -> Gathered | None:
-        mirror = self.mirror
-        if mirror is None or mirror.loading:
-            return None  # a (re)load takes seconds at 1M chunks: answer in SQL meanwhile
-        with mirror.lock:
-            if not mirror.sync(conn):
-                return None
-            self._mark.note(conn, mirror.generation)
-            rows = mirror.admitted(call.scope_all, call.scope_any)
-            return mirror.search(rows, call.vector, call.top_k, call.include_embedding)
 
     def _revisions_and_scopes(
         self, conn: apsw.Connection, ids: list[str]

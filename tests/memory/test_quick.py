@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from ratatoskr.memory import rules
-from ratatoskr.memory import store as memory_store
+from ratatoskr.memory.search import engine
 from ratatoskr.memory.store import RatatoskrMemoryStore, open_memory_store
 from tests.memory.helpers import CTX, DIM, chunk
 
@@ -73,7 +73,7 @@ def test_quick_defers_a_scope_too_broad(tmp_path: Path, monkeypatch: pytest.Monk
     rng = np.random.default_rng(3)
     store = filled(tmp_path / "m.db", rng)
     store.search_parsed(call(rng))
-    monkeypatch.setattr(memory_store, "QUICK_FLOATS", 20 * DIM)
+    monkeypatch.setattr(engine, "QUICK_FLOATS", 20 * DIM)
     assert store.search_quick(call(rng, all={"end_user": "u7"})) is not None  # 10 rows
     assert store.search_quick(call(rng, all={"tenant": "t0"})) is None  # 100 rows
     assert store.search_quick(call(rng)) is None  # every row
@@ -92,7 +92,7 @@ def test_quick_defers_a_large_answer(tmp_path: Path, monkeypatch: pytest.MonkeyP
 
     assert store.search_quick(search(100, True, all={"end_user": "u7"})) is not None  # 10 hits
     assert store.search_quick(search(100, True, all={"tenant": "t0"})) is None  # 100 hits
-    monkeypatch.setattr(memory_store, "QUICK_HIT_FLOATS", 5 * DIM)  # 5 embeddings
+    monkeypatch.setattr(engine, "QUICK_HIT_FLOATS", 5 * DIM)  # 5 embeddings
     assert store.search_quick(search(10, True, all={"end_user": "u7"})) is None
     assert store.search_quick(search(10, False, all={"end_user": "u7"})) is not None
     assert store.search_quick(search(5, True, all={"end_user": "u7"})) is not None
@@ -115,7 +115,7 @@ def test_quick_sees_each_acknowledged_write_and_defers_a_long_backlog(
         assert hits is not None and hits[0]["chunk_id"] == f"n{i}"
         writer.delete_many([f"n{i}"])
         assert reader.search_quick(search) == []
-    monkeypatch.setattr(memory_store, "QUICK_CHANGES", 2)
+    monkeypatch.setattr(engine, "QUICK_CHANGES", 2)
     many = [chunk(f"m{i}", target, scope={"end_user": "new"}) for i in range(5)]
     writer.upsert_many(many, idempotency_key="many", ctx=CTX)
     assert reader.search_quick(search) is None  # 5 changes behind: the threadpool catches up
