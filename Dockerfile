@@ -25,7 +25,7 @@ RUN apt-get update \
     && apt-get purge -y --auto-remove gcc libc6-dev \
     && rm -rf /var/lib/apt/lists/* /src \
     && python -c "from ratatoskr.memory.vector_pack import ACCELERATED; assert ACCELERATED" \
-    && python -c "from ratatoskr.memory.search.rank_accel import RANK_ACCELERATED; assert RANK_ACCELERATED" \
+    && python -c "from ratatoskr.memory.accelerators import RANK as RANK_ACCELERATED; assert RANK_ACCELERATED" \
     && mkdir -p /data /tmp/ratatoskr-metrics \
     && chown ratatoskr:ratatoskr /data /tmp/ratatoskr-metrics
 

@@ -6,8 +6,8 @@ STAMP := $(VENV)/.installed-stamp
 
 .PHONY: run test lint bench bench-quick bench-1m bench-http bench-writers soak soak-steady token-flood clean
 
-# setup.py builds the C accelerator (ratatoskr/memory/_pack.c) with the machine's C compiler
-$(STAMP): pyproject.toml setup.py ratatoskr/memory/_pack.c
+# setup.py builds the optional C accelerators with the machine's C compiler
+$(STAMP): pyproject.toml setup.py ratatoskr/memory/_pack.c $(wildcard ratatoskr/memory/search/_rank*)
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[dev]'
@@ -21,8 +21,11 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff format --check ratatoskr tests bench
 	$(VENV)/bin/mypy ratatoskr
 
+# the whole suite, then the store and search suites again on the pure-Python/numpy paths
+# (what an install without a C compiler runs)
 test: lint
 	HYPOTHESIS_PROFILE=ci $(PY) -m pytest -q
+	HYPOTHESIS_PROFILE=ci RATATOSKR_NO_ACCELERATORS=1 $(PY) -m pytest -q tests/memory tests/affect tests/sqlite
 
 # 100k x 768 (with Chroma and LanceDB when the optional extra is installed:
 # pip install -e '.[peers]'; without it they are skipped), then 1M x 384, then upsert_many

@@ -19,6 +19,7 @@ from ratatoskr.core.record_ids import MAX_ID_CHARS as MAX_ID_CHARS
 from ratatoskr.core.record_ids import MAX_IDS as MAX_IDS
 from ratatoskr.core.record_ids import check_id as check_id
 from ratatoskr.core.record_ids import check_ids as check_ids
+from ratatoskr.core.record_ids import with_revision as with_revision
 from ratatoskr.core.scope import (
     Scope,
     confine_filter,
@@ -251,7 +252,3 @@ def cursor_tag(kind: str, call: ListCall) -> str:
         f"affect.{kind}",
         [call.scope_all, any_, call.since_us, call.until_us, call.descending],
     )
-
-
-def with_revision(record: dict[str, Any], revision: int) -> dict[str, Any]:
-    return {**record, "revision": revision}

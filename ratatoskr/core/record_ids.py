@@ -29,3 +29,8 @@ def check_ids(ids: Any) -> list[str]:
     for i, value in enumerate(ids):
         seen.setdefault(check_id(value, f"ids[{i}]"), None)
     return list(seen)
+
+
+def with_revision(record: dict[str, Any], revision: int) -> dict[str, Any]:
+    """A stored record as a read returns it: its fields and its revision."""
+    return {**record, "revision": revision}

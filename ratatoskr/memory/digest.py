@@ -27,22 +27,19 @@ The inner SHA-256 runs on a thread of its own (``BackgroundSha256``: hashlib rel
 while it hashes), beside the per-record checks.
 
 A batch whose vectors hold an integer (``1`` and ``1.0`` are different payloads to the pin,
-the same float64) keeps the pinned digest as it is. Entries written in an older form are
-compared in that form, computed then, once (``UpsertDigest.matches``): the pinned form, and
-``v2:`` (float64 bytes in the outer hash; stores of 2026-11-29).
+the same float64) keeps the pinned digest as it is. An entry holding the pinned form is
+compared in that form, computed then, once (``UpsertDigest.matches``).
 """
 
 from __future__ import annotations
 
 import hashlib
 import threading
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from ratatoskr.core.canonical import canonical_json, digest
 
-V2 = "v2:"
 V3 = "v3:"
 VECTOR_KEY_TAGS = {"embedding": b"e", "vector": b"v"}
 # Below this many bytes a thread costs more (~50-100 µs to start) than the hash it takes over.
@@ -101,31 +98,19 @@ def vector_digest(
     return V3 + h.hexdigest()
 
 
-def v2_digest(keys: list[str], rest_json: list[bytes], expected_revisions: Any, wide: bytes) -> str:
-    """The ``v2:`` form (float64 bytes hashed in line), to compare with entries written so."""
-    h = hashlib.sha256(b"ratatoskr upsert_many v2\n%d\n" % len(keys))
-    _records_part(h, keys, rest_json, expected_revisions)
-    h.update(wide)
-    return V2 + h.hexdigest()
-
-
 @dataclass(frozen=True)
 class UpsertDigest:
-    """A call's digest, and what it needs to compare with an entry in an older form:
-    ``v2`` computes this call's ``v2:`` form (``None`` when the call is in the pinned form)."""
+    """A call's digest, and what it needs to compare with an entry in the pinned form."""
 
     value: str
     records: list[Any]
     expected_revisions: Any
-    v2: Callable[[], str] | None = None
 
     def matches(self, stored: str) -> bool:
         if stored == self.value:
             return True
         if not self.value.startswith(V3):
             return False
-        if stored.startswith(V2):
-            return self.v2 is not None and stored == self.v2()
         if stored.startswith(V3):
             return False
         return stored == pinned_digest(self.records, self.expected_revisions)

@@ -22,6 +22,7 @@ from ratatoskr.core.record_ids import MAX_ID_CHARS as MAX_ID_CHARS
 from ratatoskr.core.record_ids import MAX_IDS as MAX_IDS
 from ratatoskr.core.record_ids import check_id as check_id
 from ratatoskr.core.record_ids import check_ids as check_ids
+from ratatoskr.core.record_ids import with_revision as with_revision
 from ratatoskr.core.scope import (
     AXES,
     MAX_VALUE_CHARS,
@@ -35,7 +36,6 @@ from ratatoskr.memory.digest import (
     BackgroundSha256,
     UpsertDigest,
     pinned_digest,
-    v2_digest,
     vector_digest,
 )
 from ratatoskr.memory.search.cosine import F32
@@ -249,7 +249,7 @@ def plain_chunk(record: Any, checked: tuple[F32, bytes | None]) -> Chunk | None:
 class CheckedVectors:
     """A batch's vectors checked at once: per record its float32 vector (a row of
     ``narrow``) and its float64 bytes when float32 does not hold it exactly; all the float64
-    bytes, and whether every value was a JSON float (what the ``v2:`` digest needs)."""
+    bytes, and whether every value was a JSON float (what the ``v3:`` digest needs)."""
 
     narrow: npt.NDArray[np.float32]  # one row per record
     exact: list[bytes | None]
@@ -345,15 +345,11 @@ def parse_upsert(
         raise InvalidArguments(f"records name the same id twice: {', '.join(dupes[:10])}")
     expected = parse_expected(expected_revisions, set(ids))
     if checked is not None and vectors_hash is not None:
-        keys, wide = checked.keys, checked.wide
         rest = [c.rest_json for c in chunks]
-        value = vector_digest(keys, rest, expected_revisions, all_narrow, vectors_hash.digest())
-        digest = UpsertDigest(
-            value,
-            records,
-            expected_revisions,
-            lambda: v2_digest(keys, rest, expected_revisions, wide),
+        value = vector_digest(
+            checked.keys, rest, expected_revisions, all_narrow, vectors_hash.digest()
         )
+        digest = UpsertDigest(value, records, expected_revisions)
     else:
         digest = UpsertDigest(
             pinned_digest(records, expected_revisions), records, expected_revisions
@@ -455,7 +451,3 @@ def search_hit(
         "recalled_view": view,
         "revision": revision,
     }
-
-
-def with_revision(record: dict[str, Any], revision: int) -> dict[str, Any]:
-    return {**record, "revision": revision}

@@ -158,11 +158,6 @@ def request_id_of(obj: dict[str, Any]) -> str | None:
     return value if is_request_id(value) else None
 
 
-def parse_envelope(body: bytes) -> Envelope:
-    obj = decode_object(body)
-    return envelope_from(obj)
-
-
 def envelope_from(obj: dict[str, Any]) -> Envelope:
     unknown = set(obj) - ENVELOPE_KEYS
     if unknown:

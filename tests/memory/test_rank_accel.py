@@ -11,13 +11,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from ratatoskr.memory import accelerators
+from ratatoskr.memory.search import _rank as RANK_ACCELERATED
 from ratatoskr.memory.search import ranking as memory_ranking
 from ratatoskr.memory.search.cosine import cosine_rows, cosine_scores, rank, row_norms
-from ratatoskr.memory.search.rank_accel import RANK_ACCELERATED
 from ratatoskr.memory.search.ranking import (
     CANDIDATE_MARGIN,
     SCORE_EPSILON,
-    SETTLED_MAX,
     scoped_candidates,
 )
 
@@ -32,18 +32,19 @@ def inverse_norms(matrix: np.ndarray) -> np.ndarray:
 def accelerated(request: pytest.FixtureRequest) -> Iterator[bool]:
     """Both cuts: the C one, and numpy's (what an install without a compiler runs)."""
     saved = memory_ranking.RANK_ACCELERATED
-    if not request.param:
-        memory_ranking.RANK_ACCELERATED = None
+    memory_ranking.RANK_ACCELERATED = RANK_ACCELERATED if request.param else None
     try:
         yield request.param
     finally:
         memory_ranking.RANK_ACCELERATED = saved
 
 
-def test_the_accelerator_is_built() -> None:
-    """``make test`` installs with a C compiler: a build that silently fell back would
-    cost scattered scopes (an agent_self) ~2.5x, so it fails here."""
-    assert RANK_ACCELERATED is not None
+def test_the_accelerator_is_built_and_used_unless_switched_off() -> None:
+    """``make test`` installs with a C compiler (this module's import of ``_rank`` fails
+    otherwise): a build that silently fell back would cost scattered scopes (an agent_self)
+    ~2.5x. The store uses it unless ``RATATOSKR_NO_ACCELERATORS`` asks for numpy."""
+    assert (accelerators.RANK is None) == accelerators.disabled()
+    assert (memory_ranking.RANK_ACCELERATED is None) == accelerators.disabled()
 
 
 @st.composite
@@ -115,11 +116,10 @@ def test_the_cut_agrees_on_a_realistic_scope() -> None:
     inv = inverse_norms(matrix)
     rows = np.unique(np.concatenate([np.arange(1000, 1101), rng.integers(0, 3000, 400)]))
     query = rng.standard_normal(768).astype(F32)
-    assert RANK_ACCELERATED is not None
     c_cut = RANK_ACCELERATED.scoped_candidates(
         matrix, inv, rows, query, 10, 10 + CANDIDATE_MARGIN, SCORE_EPSILON
     )
-    saved, memory_ranking.RANK_ACCELERATED = memory_ranking.RANK_ACCELERATED, None
+    saved, memory_ranking.RANK_ACCELERATED = memory_ranking.RANK_ACCELERATED, None  # numpy
     try:
         numpy_cut = scoped_candidates(matrix, inv, rows, query, 10)
     finally:
@@ -128,7 +128,6 @@ def test_the_cut_agrees_on_a_realistic_scope() -> None:
 
 
 def test_bad_arrays_are_refused_before_any_read() -> None:
-    assert RANK_ACCELERATED is not None
     cut = RANK_ACCELERATED.scoped_candidates
     matrix = np.ones((4, 3), dtype=F32)
     inv = np.ones(4, dtype=F32)
@@ -164,7 +163,6 @@ def test_row_lists_are_the_rows_as_floats(accelerated: bool) -> None:
 
 
 def test_row_lists_refuse_rows_outside_the_matrix() -> None:
-    assert RANK_ACCELERATED is not None
     matrix = np.ones((2, 3), dtype=F32)
     with pytest.raises(IndexError, match="outside the matrix"):
         RANK_ACCELERATED.rows_to_lists(matrix, np.array([2], dtype=np.int64), 3)
@@ -199,10 +197,11 @@ def test_settled_top_beyond_its_c_limit_orders_with_numpy() -> None:
     matrix = rng.standard_normal((300, 8)).astype(F32)
     rows = np.arange(300, dtype=np.int64)
     query = rng.standard_normal(8).astype(F32)
-    got = memory_ranking.settled_top(matrix, rows, query, row_norms(matrix), SETTLED_MAX + 36)
-    assert got is not None and len(got[0]) == SETTLED_MAX + 36
+    beyond = RANK_ACCELERATED.SETTLED_MAX + 36
+    got = memory_ranking.settled_top(matrix, rows, query, row_norms(matrix), beyond)
+    assert got is not None and len(got[0]) == beyond
     exact = cosine_rows(matrix, rows, query, row_norms(matrix))
-    assert got[0] == np.argsort(-exact, kind="stable")[: SETTLED_MAX + 36].tolist()
-    assert RANK_ACCELERATED is not None
+    assert got[0] == np.argsort(-exact, kind="stable")[:beyond].tolist()
     with pytest.raises(ValueError, match="top_k"):
-        RANK_ACCELERATED.settled_top(matrix, rows, query, row_norms(matrix), SETTLED_MAX + 1)
+        limit = RANK_ACCELERATED.SETTLED_MAX
+        RANK_ACCELERATED.settled_top(matrix, rows, query, row_norms(matrix), limit + 1)

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from ratatoskr.core.errors import IdempotencyConflict
 from ratatoskr.memory import rules
-from ratatoskr.memory.digest import V3, BackgroundSha256, pinned_digest, v2_digest
+from ratatoskr.memory.digest import V3, BackgroundSha256, pinned_digest
 from ratatoskr.memory.store import RatatoskrMemoryStore, open_memory_store
 from tests.memory.helpers import CTX, DIM, chunk, vec
 
@@ -121,30 +121,12 @@ def test_one_and_one_point_zero_are_different_payloads(store: RatatoskrMemorySto
 
 
 def test_an_entry_holding_the_pinned_digest_still_replays(store: RatatoskrMemoryStore) -> None:
-    """An entry written before the v2 form (it holds the pinned digest) is compared in the
+    """An entry holding the pinned digest (a batch with an integer in a vector) is compared in the
     pinned form: a retry replays, a different payload conflicts."""
     records = [chunk("a", vec(0.1, 0.2)), chunk("b", vec(0.3))]
     store.upsert_many(records, idempotency_key="k", ctx=CTX)
     with store.db.write() as conn:
         conn.execute("UPDATE memory_idempotency SET digest = ?", (pinned_digest(records, None),))
-    again = store.upsert_many(copy.deepcopy(records), idempotency_key="k", ctx=CTX)
-    assert again == {"upserted": 2, "replayed": True}
-    with pytest.raises(IdempotencyConflict):
-        store.upsert_many([chunk("a", vec(0.1, 0.25))], idempotency_key="k", ctx=CTX)
-    assert store.get("a")["revision"] == 1
-
-
-def test_an_entry_holding_the_v2_digest_still_replays(store: RatatoskrMemoryStore) -> None:
-    """An entry written in the ``v2:`` form (float64 bytes in the outer hash) is compared in
-    that form: a retry replays, a different payload conflicts."""
-    records = [chunk("a", vec(0.1, 0.2)), chunk("b", vec(0.25))]
-    store.upsert_many(records, idempotency_key="k", ctx=CTX)
-    call = parsed(records)
-    checked = rules.check_vectors(records, DIM)
-    assert checked is not None
-    old = v2_digest(checked.keys, [c.rest_json for c in call.chunks], None, checked.wide)
-    with store.db.write() as conn:
-        conn.execute("UPDATE memory_idempotency SET digest = ?", (old,))
     again = store.upsert_many(copy.deepcopy(records), idempotency_key="k", ctx=CTX)
     assert again == {"upserted": 2, "replayed": True}
     with pytest.raises(IdempotencyConflict):

@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ratatoskr.memory import rules
-from ratatoskr.memory.vector_pack import ACCELERATED
+from ratatoskr.memory import _pack as ACCELERATED
+from ratatoskr.memory import accelerators, rules, vector_pack
 
 DIM = 6
 
@@ -21,10 +21,11 @@ class FloatSub(float):
     pass
 
 
-def test_the_accelerator_is_built() -> None:
-    """``make test`` installs with a C compiler: a build that silently fell back would
-    cost every batch ~10 ms, so it fails here."""
-    assert ACCELERATED is not None
+def test_the_accelerator_is_built_and_used_unless_switched_off() -> None:
+    """``make test`` installs with a C compiler (this module's import of ``_pack`` fails
+    otherwise): a build that silently fell back would cost every batch ~10 ms. The store
+    uses it unless ``RATATOSKR_NO_ACCELERATORS`` asks for Python and numpy."""
+    assert (vector_pack.ACCELERATED is None) == accelerators.disabled()
 
 
 odd_values: list[Any] = [

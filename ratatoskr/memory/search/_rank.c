@@ -341,5 +341,10 @@ static struct PyModuleDef rank_module = {
 PyMODINIT_FUNC
 PyInit__rank(void)
 {
-    return PyModule_Create(&rank_module);
+    PyObject *module = PyModule_Create(&rank_module);
+    if (module != NULL && PyModule_AddIntConstant(module, "SETTLED_MAX", SETTLED_MAX) < 0) {
+        Py_DECREF(module);
+        return NULL;
+    }
+    return module;
 }

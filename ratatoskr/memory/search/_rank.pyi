@@ -1,5 +1,7 @@
 from typing_extensions import Buffer
 
+SETTLED_MAX: int
+
 def scoped_candidates(
     matrix: Buffer,
     inv_norms: Buffer,

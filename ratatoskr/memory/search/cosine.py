@@ -17,7 +17,7 @@ import math
 import numpy as np
 import numpy.typing as npt
 
-from ratatoskr.memory.search.rank_accel import RANK_ACCELERATED
+from ratatoskr.memory.accelerators import RANK as RANK_ACCELERATED
 
 F32 = npt.NDArray[np.float32]
 F64 = npt.NDArray[np.float64]

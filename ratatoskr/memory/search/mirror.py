@@ -34,10 +34,9 @@ import numpy as np
 import numpy.typing as npt
 
 from ratatoskr.core.scope import AXES, Scope
-from ratatoskr.memory.search.cosine import F32, F64, cosine_rows, rank, row_norms
+from ratatoskr.memory.search.cosine import F32, F64, I64, cosine_rows, rank, row_norms
 from ratatoskr.memory.search.hits import Gathered
 from ratatoskr.memory.search.ranking import (
-    I64,
     candidates,
     pick,
     row_lists,

@@ -22,10 +22,9 @@ from operator import itemgetter
 from typing import TypeVar
 
 import numpy as np
-import numpy.typing as npt
 
-from ratatoskr.memory.search.cosine import F32, F64, cosine_rows
-from ratatoskr.memory.search.rank_accel import RANK_ACCELERATED
+from ratatoskr.memory.accelerators import RANK as RANK_ACCELERATED
+from ratatoskr.memory.search.cosine import F32, F64, I64, cosine_rows
 
 CANDIDATE_MARGIN = 8
 SCORE_EPSILON = 2e-4
@@ -34,11 +33,11 @@ RUN_MIN = 16  # a run this long is cheaper to score as a slice than to gather
 # lies, where numpy gathers scattered rows and pays a dozen calls' fixed costs; above it,
 # rows mostly sit in long runs (a tenant) that BLAS scores as fast.
 ACCELERATED_MAX_ROWS = 4096
-SETTLED_MAX = 64  # the largest top_k the C ``settled_top`` orders (``_rank.c``)
+# the largest top_k the C ``settled_top`` orders, as ``_rank.h`` defines it
+SETTLED_MAX: int = RANK_ACCELERATED.SETTLED_MAX if RANK_ACCELERATED is not None else 0
 SORT_MAX = 256  # up to this many scores, one sort is cheaper than the partitions
 _EPSILON32 = np.float32(SCORE_EPSILON)
 
-I64 = npt.NDArray[np.int64]
 T = TypeVar("T")
 
 

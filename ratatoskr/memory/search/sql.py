@@ -15,10 +15,11 @@ import numpy as np
 
 from ratatoskr.memory import rules
 from ratatoskr.memory.search.cosine import cosine_scores, rank
+from ratatoskr.memory.search.ranking import CANDIDATE_MARGIN, SCORE_EPSILON
 from ratatoskr.sqlite.scope_sql import placeholders, scope_condition
 
-CANDIDATE_MARGIN = 8
-DISTANCE_EPSILON = 2e-4
+# a cosine distance is 1 - the score: the same epsilon widens the cut as on the mirror
+DISTANCE_EPSILON = SCORE_EPSILON
 VEC_MAX_K = 4096
 
 
