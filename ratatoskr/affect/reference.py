@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ratatoskr.affect import rules
+from ratatoskr.affect.calls import AffectCalls
 from ratatoskr.core import reference_records
 from ratatoskr.core.context import CallContext
 from ratatoskr.core.errors import (
@@ -43,7 +44,7 @@ class _Entry:
     ids: list[str]
 
 
-class ReferenceAffectStore:
+class ReferenceAffectStore(AffectCalls):
     """In-memory affect plane with exactly the rules of ``RatatoskrAffectStore``."""
 
     def __init__(
@@ -62,19 +63,6 @@ class ReferenceAffectStore:
         return {"status": "ok", "reason": None}
 
     # -- states ------------------------------------------------------------------------
-
-    def put_many(
-        self,
-        records: list[dict[str, Any]],
-        *,
-        idempotency_key: str,
-        ctx: CallContext,
-        expected_revisions: dict[str, int] | None = None,
-        idempotency_class: str | None = None,
-    ) -> dict[str, Any]:
-        call = rules.parse_put(records, idempotency_key, expected_revisions, idempotency_class)
-        rules.confine_writes(call.states, ctx.scope)
-        return self.put_parsed(call, ctx)
 
     def put_parsed(self, call: rules.PutCall, ctx: CallContext) -> dict[str, Any]:
         iid = idempotency_id("put_many", ctx.actor, call.idempotency_key)
@@ -132,18 +120,6 @@ class ReferenceAffectStore:
 
     # -- events ------------------------------------------------------------------------
 
-    def append_events(
-        self,
-        events: list[dict[str, Any]],
-        *,
-        idempotency_key: str,
-        ctx: CallContext,
-        idempotency_class: str | None = None,
-    ) -> dict[str, Any]:
-        call = rules.parse_append(events, idempotency_key, idempotency_class)
-        rules.confine_writes(call.events, ctx.scope)
-        return self.append_parsed(call, ctx)
-
     def append_parsed(self, call: rules.AppendCall, ctx: CallContext) -> dict[str, Any]:
         iid = idempotency_id("append_events", ctx.actor, call.idempotency_key)
         now = self.clock()
@@ -172,23 +148,6 @@ class ReferenceAffectStore:
             )
         self._remember(iid, call.digest, call.idempotency_class, [e.id for e in fresh], now)
         return {"appended": len(fresh), "replayed": False}
-
-    def read_events(
-        self,
-        *,
-        limit: int,
-        scope_all: dict[str, str] | None = None,
-        scope_any: list[dict[str, str]] | None = None,
-        since: str | None = None,
-        until: str | None = None,
-        order: str | None = None,
-        cursor: str | None = None,
-        ctx: CallContext | None = None,
-    ) -> dict[str, Any]:
-        call = rules.parse_read_events(scope_all, scope_any, since, until, order, limit, cursor)
-        if ctx is not None:
-            call = rules.confine_read(call, ctx.scope)
-        return self.read_events_parsed(call)
 
     def read_events_parsed(self, call: rules.ListCall) -> dict[str, Any]:
         tag = rules.cursor_tag("read_events", call)
@@ -242,18 +201,3 @@ class ReferenceAffectStore:
 
     def close(self) -> None:
         pass
-
-    # ``list`` last: inside the class body the name would shadow the builtin in annotations.
-    def list(
-        self,
-        *,
-        limit: int,
-        scope_all: dict[str, str] | None = None,
-        scope_any: list[dict[str, str]] | None = None,
-        cursor: str | None = None,
-        ctx: CallContext | None = None,
-    ) -> dict[str, Any]:
-        call = rules.parse_list(scope_all, scope_any, limit, cursor)
-        if ctx is not None:
-            call = rules.confine_read(call, ctx.scope)
-        return self.list_parsed(call)

@@ -24,6 +24,7 @@ import apsw
 import orjson
 
 from ratatoskr.affect import rules
+from ratatoskr.affect.calls import AffectCalls
 from ratatoskr.core.context import CallContext
 from ratatoskr.core.errors import EventConflict, RevisionMismatch, ScopeForbidden
 from ratatoskr.core.scope import AXES, contains
@@ -80,7 +81,7 @@ def _scope_json(scope: dict[str, str]) -> str:
     return orjson.dumps(scope, option=orjson.OPT_SORT_KEYS).decode()
 
 
-class RatatoskrAffectStore:
+class RatatoskrAffectStore(AffectCalls):
     """The affect plane over one SQLite file. Safe to call from many threads."""
 
     def __init__(self, db: Database, *, clock: Callable[[], float] = time.time) -> None:
@@ -97,19 +98,6 @@ class RatatoskrAffectStore:
         return check_health(self.db, lambda conn: _idem.count(conn, self.clock()))
 
     # -- states ------------------------------------------------------------------------
-
-    def put_many(
-        self,
-        records: list[dict[str, Any]],
-        *,
-        idempotency_key: str,
-        ctx: CallContext,
-        expected_revisions: dict[str, int] | None = None,
-        idempotency_class: str | None = None,
-    ) -> dict[str, Any]:
-        call = rules.parse_put(records, idempotency_key, expected_revisions, idempotency_class)
-        rules.confine_writes(call.states, ctx.scope)
-        return self.put_parsed(call, ctx)
 
     def put_parsed(self, call: rules.PutCall, ctx: CallContext) -> dict[str, Any]:
         """The write half of ``put_many``: ``call`` is validated and its scopes confined."""
@@ -217,18 +205,6 @@ class RatatoskrAffectStore:
 
     # -- events ------------------------------------------------------------------------
 
-    def append_events(
-        self,
-        events: list[dict[str, Any]],
-        *,
-        idempotency_key: str,
-        ctx: CallContext,
-        idempotency_class: str | None = None,
-    ) -> dict[str, Any]:
-        call = rules.parse_append(events, idempotency_key, idempotency_class)
-        rules.confine_writes(call.events, ctx.scope)
-        return self.append_parsed(call, ctx)
-
     def append_parsed(self, call: rules.AppendCall, ctx: CallContext) -> dict[str, Any]:
         """The write half of ``append_events``: ``call`` is validated and confined.
 
@@ -281,23 +257,6 @@ class RatatoskrAffectStore:
             _idem.remember(conn, iid, call.digest, [e.id for e in fresh], now + ttl)
         return {"appended": len(fresh), "replayed": False}
 
-    def read_events(
-        self,
-        *,
-        limit: int,
-        scope_all: dict[str, str] | None = None,
-        scope_any: list[dict[str, str]] | None = None,
-        since: str | None = None,
-        until: str | None = None,
-        order: str | None = None,
-        cursor: str | None = None,
-        ctx: CallContext | None = None,
-    ) -> dict[str, Any]:
-        call = rules.parse_read_events(scope_all, scope_any, since, until, order, limit, cursor)
-        if ctx is not None:
-            call = rules.confine_read(call, ctx.scope)
-        return self.read_events_parsed(call)
-
     def read_events_parsed(self, call: rules.ListCall) -> dict[str, Any]:
         """The read half of ``read_events``: ``call`` is validated and already confined."""
         tag = rules.cursor_tag("read_events", call)
@@ -342,22 +301,6 @@ class RatatoskrAffectStore:
 
     def close(self) -> None:
         self.db.close()
-
-    # ``list`` last: inside the class body the name would shadow the builtin in annotations.
-    def list(
-        self,
-        *,
-        limit: int,
-        scope_all: dict[str, str] | None = None,
-        scope_any: list[dict[str, str]] | None = None,
-        cursor: str | None = None,
-        ctx: CallContext | None = None,
-    ) -> dict[str, Any]:
-        """States admitted by the filter, by id ascending, one page of at most ``limit``."""
-        call = rules.parse_list(scope_all, scope_any, limit, cursor)
-        if ctx is not None:
-            call = rules.confine_read(call, ctx.scope)
-        return self.list_parsed(call)
 
 
 def open_affect_store(

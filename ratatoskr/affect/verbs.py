@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Protocol
 
-from ratatoskr.affect import rules
+from ratatoskr.affect import calls, rules
 from ratatoskr.core.context import CallContext
 from ratatoskr.wire.plane import Plane, VerbTable
 from ratatoskr.wire.verbs import (
@@ -49,45 +49,6 @@ class AffectStore(Protocol):
 
 
 # -- prepare: validation and confinement, no storage ------------------------------------
-
-
-def _prepare_put(args: Mapping[str, Any], ctx: CallContext) -> rules.PutCall:
-    call = rules.parse_put(
-        args.get("records"),
-        args.get("idempotency_key"),
-        args.get("expected_revisions"),
-        args.get("idempotency_class"),
-    )
-    rules.confine_writes(call.states, ctx.scope)
-    return call
-
-
-def _prepare_append(args: Mapping[str, Any], ctx: CallContext) -> rules.AppendCall:
-    call = rules.parse_append(
-        args.get("events"), args.get("idempotency_key"), args.get("idempotency_class")
-    )
-    rules.confine_writes(call.events, ctx.scope)
-    return call
-
-
-def _prepare_list(args: Mapping[str, Any], ctx: CallContext) -> rules.ListCall:
-    call = rules.parse_list(
-        args.get("scope_all"), args.get("scope_any"), args.get("limit"), args.get("cursor")
-    )
-    return rules.confine_read(call, ctx.scope)
-
-
-def _prepare_read_events(args: Mapping[str, Any], ctx: CallContext) -> rules.ListCall:
-    call = rules.parse_read_events(
-        args.get("scope_all"),
-        args.get("scope_any"),
-        args.get("since"),
-        args.get("until"),
-        args.get("order"),
-        args.get("limit"),
-        args.get("cursor"),
-    )
-    return rules.confine_read(call, ctx.scope)
 
 
 def _prepare_get(args: Mapping[str, Any], ctx: CallContext) -> str:
@@ -180,14 +141,14 @@ AFFECT_TABLE = VerbTable(
     verbs=(
         describe_store_verb(),
         health_verb(),
-        verb("put_many", _prepare_put, _put, PUT_ARGS, mutating=True, counted=("records",)),
+        verb("put_many", calls.prepare_put, _put, PUT_ARGS, mutating=True, counted=("records",)),
         verb("get", _prepare_get, _get, args_schema({"id": STRING_ID}, ["id"])),
         get_many_verb(),
-        verb("list", _prepare_list, _list, LIST_ARGS, counted=("scope_any",)),
+        verb("list", calls.prepare_list, _list, LIST_ARGS, counted=("scope_any",)),
         delete_many_verb(),
         verb(
             "append_events",
-            _prepare_append,
+            calls.prepare_append,
             _append,
             APPEND_ARGS,
             mutating=True,
@@ -195,7 +156,7 @@ AFFECT_TABLE = VerbTable(
         ),
         verb(
             "read_events",
-            _prepare_read_events,
+            calls.prepare_read_events,
             _read_events,
             READ_EVENTS_ARGS,
             counted=("scope_any",),

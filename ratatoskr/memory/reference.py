@@ -21,6 +21,7 @@ from ratatoskr.core.context import CallContext
 from ratatoskr.core.errors import IdempotencyConflict, RevisionMismatch, ScopeForbidden
 from ratatoskr.core.scope import contains, matches
 from ratatoskr.memory import rules
+from ratatoskr.memory.calls import MemoryCalls
 from ratatoskr.memory.search.cosine import F32, cosine_scores, rank
 from ratatoskr.sqlite.idempotency import CLASS_TTL_SECONDS, idempotency_id
 
@@ -33,7 +34,7 @@ class _Stored:
     revision: int
 
 
-class ReferenceMemoryStore:
+class ReferenceMemoryStore(MemoryCalls):
     """In-memory memory plane with exactly the rules of ``RatatoskrMemoryStore``."""
 
     def __init__(self, embedding_dim: int, *, clock: Callable[[], float] = time.time) -> None:
@@ -47,21 +48,6 @@ class ReferenceMemoryStore:
 
     def health(self) -> dict[str, Any]:
         return {"status": "ok", "reason": None}
-
-    def upsert_many(
-        self,
-        records: list[dict[str, Any]],
-        *,
-        idempotency_key: str,
-        ctx: CallContext,
-        expected_revisions: dict[str, int] | None = None,
-        idempotency_class: str | None = None,
-    ) -> dict[str, Any]:
-        call = rules.parse_upsert(
-            records, idempotency_key, expected_revisions, idempotency_class, self.embedding_dim
-        )
-        rules.confine_writes(call.chunks, ctx.scope)
-        return self.upsert_parsed(call, ctx)
 
     def upsert_parsed(self, call: rules.UpsertCall, ctx: CallContext) -> dict[str, Any]:
         now = self.clock()
@@ -104,32 +90,6 @@ class ReferenceMemoryStore:
 
     def get_many(self, ids: list[str], *, ctx: CallContext | None = None) -> list[dict[str, Any]]:
         return reference_records.get_many(self.chunks, ids, ctx)
-
-    def search(
-        self,
-        vector: list[float],
-        *,
-        top_k: int,
-        scope_all: dict[str, str] | None = None,
-        scope_any: list[dict[str, str]] | None = None,
-        metadata_filter: dict[str, Any] | None = None,
-        include: dict[str, Any] | None = None,
-        fidelity_target: float | None = None,
-        ctx: CallContext | None = None,
-    ) -> list[dict[str, Any]]:
-        call = rules.parse_search(
-            vector,
-            top_k,
-            scope_all,
-            scope_any,
-            metadata_filter,
-            include,
-            fidelity_target,
-            self.embedding_dim,
-        )
-        if ctx is not None:
-            call = rules.confine_search(call, ctx.scope)
-        return self.search_parsed(call)
 
     def search_quick(self, call: rules.SearchCall) -> list[dict[str, Any]] | None:
         """Never: the oracle has no fast path, the wire runs it in the threadpool."""

@@ -18,6 +18,7 @@ from ratatoskr.core.context import CallContext
 from ratatoskr.core.errors import InvalidArguments, RevisionMismatch, ScopeForbidden
 from ratatoskr.core.scope import contains
 from ratatoskr.memory import rules
+from ratatoskr.memory.calls import MemoryCalls
 from ratatoskr.memory.schema import memory_migrations
 from ratatoskr.memory.search.engine import SearchEngine
 from ratatoskr.memory.search.hits import stored_record
@@ -61,7 +62,7 @@ def _chunk_rows(
         )
 
 
-class RatatoskrMemoryStore:
+class RatatoskrMemoryStore(MemoryCalls):
     """The memory plane over one SQLite file. Safe to call from many threads."""
 
     def __init__(
@@ -93,21 +94,6 @@ class RatatoskrMemoryStore:
         )
 
     # -- writes ----------------------------------------------------------------------
-
-    def upsert_many(
-        self,
-        records: list[dict[str, Any]],
-        *,
-        idempotency_key: str,
-        ctx: CallContext,
-        expected_revisions: dict[str, int] | None = None,
-        idempotency_class: str | None = None,
-    ) -> dict[str, Any]:
-        call = rules.parse_upsert(
-            records, idempotency_key, expected_revisions, idempotency_class, self.embedding_dim
-        )
-        rules.confine_writes(call.chunks, ctx.scope)
-        return self.upsert_parsed(call, ctx)
 
     def upsert_parsed(self, call: rules.UpsertCall, ctx: CallContext) -> dict[str, Any]:
         """The write half of ``upsert_many``, for callers (the plane) that validated already."""
@@ -197,32 +183,6 @@ class RatatoskrMemoryStore:
             if contains(orjson.loads(row[2]), token_scope)
         }
         return [by_id[cid] for cid in wanted if cid in by_id]
-
-    def search(
-        self,
-        vector: list[float],
-        *,
-        top_k: int,
-        scope_all: dict[str, str] | None = None,
-        scope_any: list[dict[str, str]] | None = None,
-        metadata_filter: dict[str, Any] | None = None,
-        include: dict[str, Any] | None = None,
-        fidelity_target: float | None = None,
-        ctx: CallContext | None = None,
-    ) -> list[dict[str, Any]]:
-        call = rules.parse_search(
-            vector,
-            top_k,
-            scope_all,
-            scope_any,
-            metadata_filter,
-            include,
-            fidelity_target,
-            self.embedding_dim,
-        )
-        if ctx is not None:
-            call = rules.confine_search(call, ctx.scope)
-        return self.search_parsed(call)
 
     def search_parsed(self, call: rules.SearchCall) -> list[dict[str, Any]]:
         """The read half of ``search``: ``call`` is validated and already confined."""

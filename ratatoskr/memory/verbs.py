@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any, Protocol
 
 from ratatoskr.core.context import CallContext
-from ratatoskr.memory import rules
+from ratatoskr.memory import calls, rules
 from ratatoskr.wire.plane import DEFERRED, Plane, Verb, VerbTable
 from ratatoskr.wire.verbs import (
     EXPECTED_REVISIONS,
@@ -63,35 +63,11 @@ class MemoryStore(Protocol):
 
 
 def _prepare_upsert(dim: int) -> Any:
-    def prepare(args: Mapping[str, Any], ctx: CallContext) -> rules.UpsertCall:
-        call = rules.parse_upsert(
-            args.get("records"),
-            args.get("idempotency_key"),
-            args.get("expected_revisions"),
-            args.get("idempotency_class"),
-            dim,
-        )
-        rules.confine_writes(call.chunks, ctx.scope)
-        return call
-
-    return prepare
+    return lambda args, ctx: calls.prepare_upsert(args, ctx, dim)
 
 
 def _prepare_search(dim: int) -> Any:
-    def prepare(args: Mapping[str, Any], ctx: CallContext) -> rules.SearchCall:
-        call = rules.parse_search(
-            args.get("vector"),
-            args.get("top_k"),
-            args.get("scope_all"),
-            args.get("scope_any"),
-            args.get("metadata_filter"),
-            args.get("include"),
-            args.get("fidelity_target"),
-            dim,
-        )
-        return rules.confine_search(call, ctx.scope)
-
-    return prepare
+    return lambda args, ctx: calls.prepare_search(args, ctx, dim)
 
 
 def _prepare_get(args: Mapping[str, Any], ctx: CallContext) -> str:
