@@ -72,6 +72,13 @@ class AffectCalls:
     def read_events_parsed(self, call: rules.ListCall) -> dict[str, Any]:
         raise NotImplementedError
 
+    def get_many(self, ids: list[str], *, ctx: CallContext | None = None) -> list[dict[str, Any]]:
+        raise NotImplementedError
+
+    def get(self, id: str, *, ctx: CallContext | None = None) -> dict[str, Any] | None:
+        found = self.get_many([rules.check_id(id, "id")], ctx=ctx)
+        return found[0] if found else None
+
     def put_many(
         self,
         records: list[dict[str, Any]],

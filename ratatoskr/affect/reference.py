@@ -91,10 +91,6 @@ class ReferenceAffectStore(AffectCalls):
     def delete_many(self, ids: list[str], *, ctx: CallContext | None = None) -> dict[str, int]:
         return reference_records.delete_many(self.states, ids, ctx)
 
-    def get(self, id: str, *, ctx: CallContext | None = None) -> dict[str, Any] | None:
-        found = self.get_many([rules.check_id(id, "id")], ctx=ctx)
-        return found[0] if found else None
-
     def get_many(self, ids: list[str], *, ctx: CallContext | None = None) -> list[dict[str, Any]]:
         return reference_records.get_many(self.states, ids, ctx)
 

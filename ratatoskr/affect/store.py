@@ -162,10 +162,6 @@ class RatatoskrAffectStore(AffectCalls):
             conn.executemany("DELETE FROM affect_states WHERE id = ?", doomed)
         return {"deleted": len(doomed)}
 
-    def get(self, id: str, *, ctx: CallContext | None = None) -> dict[str, Any] | None:
-        found = self.get_many([rules.check_id(id, "id")], ctx=ctx)
-        return found[0] if found else None
-
     def get_many(self, ids: list[str], *, ctx: CallContext | None = None) -> list[dict[str, Any]]:
         wanted = rules.check_ids(ids)
         token_scope = ctx.scope if ctx else {}

@@ -13,21 +13,8 @@ from typing import Any, Protocol
 
 from ratatoskr.affect import calls, rules
 from ratatoskr.core.context import CallContext
+from ratatoskr.wire import verbs as shared
 from ratatoskr.wire.plane import Plane, VerbTable
-from ratatoskr.wire.verbs import (
-    EXPECTED_REVISIONS,
-    FILTER_SCHEMA,
-    IDEMPOTENCY_CLASS,
-    IDEMPOTENCY_KEY,
-    SCOPE_SCHEMA,
-    STRING_ID,
-    args_schema,
-    delete_many_verb,
-    describe_store_verb,
-    get_many_verb,
-    health_verb,
-    verb,
-)
 
 PLANE = "affect"
 
@@ -85,47 +72,47 @@ _CURSOR = {"type": "string", "nullable": True, "description": "next_cursor of th
 _STATE = {
     "type": "object",
     "description": "stored verbatim; the store reads only id and scope",
-    "properties": {"id": STRING_ID, "scope": SCOPE_SCHEMA},
+    "properties": {"id": shared.STRING_ID, "scope": shared.SCOPE_SCHEMA},
     "required": ["id"],
     "additionalProperties": True,
 }
 _EVENT = {
     "type": "object",
     "description": "immutable, stored verbatim; the store reads only id, scope and at",
-    "properties": {"id": STRING_ID, "scope": SCOPE_SCHEMA, "at": _TIME},
+    "properties": {"id": shared.STRING_ID, "scope": shared.SCOPE_SCHEMA, "at": _TIME},
     "required": ["id", "at"],
     "additionalProperties": True,
 }
 
 
-PUT_ARGS = args_schema(
+PUT_ARGS = shared.args_schema(
     {
         "records": {"type": "array", "items": _STATE, "minItems": 1, "maxItems": rules.MAX_RECORDS},
-        "idempotency_key": IDEMPOTENCY_KEY,
-        "expected_revisions": EXPECTED_REVISIONS,
-        "idempotency_class": IDEMPOTENCY_CLASS,
+        "idempotency_key": shared.IDEMPOTENCY_KEY,
+        "expected_revisions": shared.EXPECTED_REVISIONS,
+        "idempotency_class": shared.IDEMPOTENCY_CLASS,
     },
     ["records", "idempotency_key"],
 )
-APPEND_ARGS = args_schema(
+APPEND_ARGS = shared.args_schema(
     {
         "events": {"type": "array", "items": _EVENT, "minItems": 1, "maxItems": rules.MAX_EVENTS},
-        "idempotency_key": IDEMPOTENCY_KEY,
-        "idempotency_class": IDEMPOTENCY_CLASS,
+        "idempotency_key": shared.IDEMPOTENCY_KEY,
+        "idempotency_class": shared.IDEMPOTENCY_CLASS,
     },
     ["events", "idempotency_key"],
 )
-LIST_ARGS = args_schema(
+LIST_ARGS = shared.args_schema(
     {
-        **FILTER_SCHEMA,
+        **shared.FILTER_SCHEMA,
         "limit": {"type": "integer", "minimum": 1, "maximum": rules.MAX_LIST_LIMIT},
         "cursor": _CURSOR,
     },
     ["limit"],
 )
-READ_EVENTS_ARGS = args_schema(
+READ_EVENTS_ARGS = shared.args_schema(
     {
-        **FILTER_SCHEMA,
+        **shared.FILTER_SCHEMA,
         "since": {**_TIME, "nullable": True},
         "until": {**_TIME, "nullable": True},
         "order": {"type": "string", "nullable": True, "enum": list(rules.ORDERS)},
@@ -139,14 +126,18 @@ READ_EVENTS_ARGS = args_schema(
 AFFECT_TABLE = VerbTable(
     plane=PLANE,
     verbs=(
-        describe_store_verb(),
-        health_verb(),
-        verb("put_many", calls.prepare_put, _put, PUT_ARGS, mutating=True, counted=("records",)),
-        verb("get", _prepare_get, _get, args_schema({"id": STRING_ID}, ["id"])),
-        get_many_verb(),
-        verb("list", calls.prepare_list, _list, LIST_ARGS, counted=("scope_any",)),
-        delete_many_verb(),
-        verb(
+        shared.describe_store_verb(),
+        shared.health_verb(),
+        shared.verb(
+            "put_many", calls.prepare_put, _put, PUT_ARGS, mutating=True, counted=("records",)
+        ),
+        shared.verb(
+            "get", _prepare_get, _get, shared.args_schema({"id": shared.STRING_ID}, ["id"])
+        ),
+        shared.get_many_verb(),
+        shared.verb("list", calls.prepare_list, _list, LIST_ARGS, counted=("scope_any",)),
+        shared.delete_many_verb(),
+        shared.verb(
             "append_events",
             calls.prepare_append,
             _append,
@@ -154,7 +145,7 @@ AFFECT_TABLE = VerbTable(
             mutating=True,
             counted=("events",),
         ),
-        verb(
+        shared.verb(
             "read_events",
             calls.prepare_read_events,
             _read_events,

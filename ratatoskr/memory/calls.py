@@ -54,6 +54,13 @@ class MemoryCalls:
     def search_parsed(self, call: rules.SearchCall) -> list[dict[str, Any]]:
         raise NotImplementedError
 
+    def get_many(self, ids: list[str], *, ctx: CallContext | None = None) -> list[dict[str, Any]]:
+        raise NotImplementedError
+
+    def get(self, chunk_id: str, *, ctx: CallContext | None = None) -> dict[str, Any] | None:
+        found = self.get_many([rules.check_id(chunk_id, "chunk_id")], ctx=ctx)
+        return found[0] if found else None
+
     def upsert_many(
         self,
         records: list[dict[str, Any]],

@@ -84,10 +84,6 @@ class ReferenceMemoryStore(MemoryCalls):
     def delete_many(self, ids: list[str], *, ctx: CallContext | None = None) -> dict[str, int]:
         return reference_records.delete_many(self.chunks, ids, ctx)
 
-    def get(self, chunk_id: str, *, ctx: CallContext | None = None) -> dict[str, Any] | None:
-        found = self.get_many([rules.check_id(chunk_id, "chunk_id")], ctx=ctx)
-        return found[0] if found else None
-
     def get_many(self, ids: list[str], *, ctx: CallContext | None = None) -> list[dict[str, Any]]:
         return reference_records.get_many(self.chunks, ids, ctx)
 

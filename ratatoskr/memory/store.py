@@ -164,10 +164,6 @@ class RatatoskrMemoryStore(MemoryCalls):
 
     # -- reads -----------------------------------------------------------------------
 
-    def get(self, chunk_id: str, *, ctx: CallContext | None = None) -> dict[str, Any] | None:
-        found = self.get_many([rules.check_id(chunk_id, "chunk_id")], ctx=ctx)
-        return found[0] if found else None
-
     def get_many(self, ids: list[str], *, ctx: CallContext | None = None) -> list[dict[str, Any]]:
         wanted = rules.check_ids(ids)
         token_scope = ctx.scope if ctx else {}

@@ -1,6 +1,6 @@
 """The memory plane's verb table: which verbs, which args, and the store call behind each.
 
-Argument rules live in ``memory_rules`` (shared with both stores); this table only routes
+Argument rules live in ``rules`` and ``calls`` (shared by every store); this table only routes
 them so that validation and confinement (``prepare``) run before the replay check and the
 store (``execute``). Any store with the methods of ``MemoryStore`` can serve it: the SQLite
 store, or the reference store the parity tests put behind the same app.
@@ -13,20 +13,8 @@ from typing import Any, Protocol
 
 from ratatoskr.core.context import CallContext
 from ratatoskr.memory import calls, rules
+from ratatoskr.wire import verbs as shared
 from ratatoskr.wire.plane import DEFERRED, Plane, Verb, VerbTable
-from ratatoskr.wire.verbs import (
-    EXPECTED_REVISIONS,
-    FILTER_SCHEMA,
-    IDEMPOTENCY_CLASS,
-    IDEMPOTENCY_KEY,
-    SCOPE_SCHEMA,
-    STRING_ID,
-    args_schema,
-    delete_many_verb,
-    describe_store_verb,
-    get_many_verb,
-    health_verb,
-)
 
 PLANE = "memory"
 GATED_VERBS = frozenset(
@@ -102,9 +90,9 @@ _RECORD = {
     "description": "stored verbatim; the store reads only id, embedding, scope, origin, "
     "injection_source",
     "properties": {
-        "id": STRING_ID,
+        "id": shared.STRING_ID,
         "embedding": _VECTOR,
-        "scope": SCOPE_SCHEMA,
+        "scope": shared.SCOPE_SCHEMA,
         "origin": {"type": "string"},
         "injection_source": {},
         "distillate": {},
@@ -113,7 +101,7 @@ _RECORD = {
 }
 
 
-UPSERT_ARGS = args_schema(
+UPSERT_ARGS = shared.args_schema(
     {
         "records": {
             "type": "array",
@@ -121,17 +109,17 @@ UPSERT_ARGS = args_schema(
             "minItems": 1,
             "maxItems": rules.MAX_RECORDS,
         },
-        "idempotency_key": IDEMPOTENCY_KEY,
-        "expected_revisions": EXPECTED_REVISIONS,
-        "idempotency_class": IDEMPOTENCY_CLASS,
+        "idempotency_key": shared.IDEMPOTENCY_KEY,
+        "expected_revisions": shared.EXPECTED_REVISIONS,
+        "idempotency_class": shared.IDEMPOTENCY_CLASS,
     },
     ["records", "idempotency_key"],
 )
-SEARCH_ARGS = args_schema(
+SEARCH_ARGS = shared.args_schema(
     {
         "vector": _VECTOR,
         "top_k": {"type": "integer", "minimum": 1, "maximum": rules.MAX_TOP_K},
-        **FILTER_SCHEMA,
+        **shared.FILTER_SCHEMA,
         "metadata_filter": {"type": "object", "nullable": True, "maxProperties": 0},
         "include": {
             "type": "object",
@@ -155,8 +143,8 @@ def _table(dim: int) -> VerbTable:
     return VerbTable(
         plane=PLANE,
         verbs=(
-            describe_store_verb(),
-            health_verb(),
+            shared.describe_store_verb(),
+            shared.health_verb(),
             Verb(
                 "upsert_many",
                 _prepare_upsert(dim),
@@ -180,10 +168,10 @@ def _table(dim: int) -> VerbTable:
                 _prepare_get,
                 _get,
                 args=frozenset({"chunk_id"}),
-                args_schema=args_schema({"chunk_id": STRING_ID}, ["chunk_id"]),
+                args_schema=shared.args_schema({"chunk_id": shared.STRING_ID}, ["chunk_id"]),
             ),
-            get_many_verb(),
-            delete_many_verb(),
+            shared.get_many_verb(),
+            shared.delete_many_verb(),
         ),
         unsupported=GATED_VERBS,
         describe=_describe,
