@@ -18,10 +18,11 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from ratatoskr.cli import admin_output as show
 from ratatoskr.core.errors import BifrostError
+from ratatoskr.core.filters import FACETS, PLANES, Filter
 from ratatoskr.ops import explore as explore_ops
 from ratatoskr.ops import forget as forget_ops
 from ratatoskr.ops import importer, listing, maintenance
-from ratatoskr.ops.filters import FACETS, PLANES, Filter, parse_pairs, parse_scope
+from ratatoskr.ops.filters import parse_pairs, parse_scope
 from ratatoskr.ops.stores import Paths, Stores
 from ratatoskr.sqlite.database import SchemaError
 

@@ -12,7 +12,8 @@ from typing import Any
 
 import apsw
 
-from ratatoskr.ops.filters import Filter, Table, check_facet, condition, facet_column, tables_for
+from ratatoskr.core.filters import Filter
+from ratatoskr.ops.filters import Table, check_facet, condition, facet_column, tables_for
 from ratatoskr.ops.listing import check_limit
 from ratatoskr.ops.stores import PlaneStore
 

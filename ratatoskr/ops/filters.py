@@ -8,15 +8,12 @@ filter is translated to SQL per table, so counts and listings never read record 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
+from ratatoskr.core.filters import AFFECT, FACETS, MEMORY, PLANES, Filter
 from ratatoskr.core.scope import AXES, MAX_VALUE_CHARS, Scope
 from ratatoskr.sqlite.scope_sql import COLUMNS, scope_condition
-
-MEMORY = "memory"
-AFFECT = "affect"
-PLANES = (MEMORY, AFFECT)
 
 
 @dataclass(frozen=True)
@@ -36,40 +33,6 @@ EVENTS = Table("event", "affect_events", "id", has_revision=False, has_time=True
 STATES = Table("state", "affect_states", "id", has_revision=True)
 # Ordered by kind name: that is the listing order (kind, then id).
 TABLES: dict[str, tuple[Table, ...]] = {MEMORY: (CHUNKS,), AFFECT: (EVENTS, STATES)}
-FACETS: dict[str, tuple[str, ...]] = {
-    MEMORY: (*AXES, "origin"),
-    AFFECT: (*AXES, "kind"),
-}
-
-
-@dataclass(frozen=True)
-class Filter:
-    """Records whose scope holds every pair of ``scope``, with that origin and kind if set."""
-
-    scope: Scope = field(default_factory=dict)
-    origin: str | None = None
-    kind: str | None = None
-
-    def is_empty(self) -> bool:
-        """An empty filter admits everything, which forget and erase refuse (the seed)."""
-        return not self.scope and self.origin is None and self.kind is None
-
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"scope": dict(sorted(self.scope.items()))}
-        if self.origin is not None:
-            out["origin"] = self.origin
-        if self.kind is not None:
-            out["kind"] = self.kind
-        return out
-
-    def pairs(self) -> list[str]:
-        """The filter as ``facet=value`` pairs, the form ``--narrow`` takes."""
-        out = [f"{axis}={value}" for axis, value in sorted(self.scope.items())]
-        if self.origin is not None:
-            out.append(f"origin={self.origin}")
-        if self.kind is not None:
-            out.append(f"kind={self.kind}")
-        return out
 
 
 def check_plane(plane: str) -> str:

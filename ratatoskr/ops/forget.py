@@ -16,8 +16,9 @@ from typing import Any
 
 import apsw
 
+from ratatoskr.core.filters import AFFECT, MEMORY, Filter
 from ratatoskr.memory.store import RatatoskrMemoryStore
-from ratatoskr.ops.filters import AFFECT, MEMORY, TABLES, Filter, Table, condition, tables_for
+from ratatoskr.ops.filters import TABLES, Table, condition, tables_for
 from ratatoskr.ops.stores import PlaneStore, Stores
 from ratatoskr.sqlite.database import Database
 from ratatoskr.sqlite.idempotency import IdempotencyTable

@@ -22,8 +22,8 @@ import orjson
 from ratatoskr.affect.store import RatatoskrAffectStore
 from ratatoskr.core.context import CallContext
 from ratatoskr.core.errors import BifrostError, Unavailable
+from ratatoskr.core.filters import AFFECT, MEMORY
 from ratatoskr.memory.store import RatatoskrMemoryStore
-from ratatoskr.ops.filters import AFFECT, MEMORY
 from ratatoskr.ops.listing import check_limit
 from ratatoskr.ops.stores import PlaneStore
 

@@ -13,7 +13,8 @@ from typing import Any
 
 import orjson
 
-from ratatoskr.ops.filters import MEMORY, Filter, Table, condition, tables_for
+from ratatoskr.core.filters import MEMORY, Filter
+from ratatoskr.ops.filters import Table, condition, tables_for
 from ratatoskr.ops.stores import PlaneStore
 from ratatoskr.sqlite.cursors import CursorCodec, filter_tag
 

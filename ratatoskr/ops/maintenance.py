@@ -17,8 +17,9 @@ from typing import Any
 import apsw
 
 from ratatoskr.core.errors import BifrostError
+from ratatoskr.core.filters import AFFECT, MEMORY, PLANES
 from ratatoskr.memory.store import RatatoskrMemoryStore
-from ratatoskr.ops.filters import AFFECT, MEMORY, PLANES, TABLES
+from ratatoskr.ops.filters import TABLES
 from ratatoskr.ops.forget import IDEMPOTENCY
 from ratatoskr.ops.stores import Paths, Stores
 from ratatoskr.sqlite.database import SchemaError

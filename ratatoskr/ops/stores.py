@@ -16,8 +16,9 @@ from typing import Any
 import apsw
 
 from ratatoskr.affect.store import RatatoskrAffectStore, open_affect_store
+from ratatoskr.core.filters import AFFECT, MEMORY, PLANES
 from ratatoskr.memory.store import RatatoskrMemoryStore, open_memory_store
-from ratatoskr.ops.filters import AFFECT, MEMORY, PLANES, check_plane
+from ratatoskr.ops.filters import check_plane
 from ratatoskr.sqlite.database import SchemaError
 from ratatoskr.sqlite.jti import ledger_beside
 
