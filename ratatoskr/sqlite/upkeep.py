@@ -15,7 +15,11 @@ from ratatoskr.sqlite.database import Database
 
 
 def file_size(path: str) -> int:
-    return os.path.getsize(path) if os.path.isfile(path) else 0
+    """The file's size, 0 when it is absent (a WAL between checkpoints may be)."""
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 0
 
 
 def sizes(db: Database) -> tuple[int, int]:
