@@ -1,10 +1,9 @@
-"""The affect store's interface: what the plane, the operator surface, metrics and the
-server call, whatever the backend.
+"""The affect store's interface, split as the memory one is (``memory.interface``).
 
-``AffectVerbs`` is what the verb table needs (the SQLite store and the reference store the
-parity tests put behind the same app both have it); ``AffectStore`` adds the operator half
-(``core.admin.AdminStore``) that a production backend implements too. Calls arrive
-validated and confined (``affect.rules``): a backend stores and reads, it does not judge.
+``AffectVerbs``: states and the event log as the verb table calls them, on the SQLite store
+and on the reference store alike. ``AffectStore``: those and the operator half
+(``core.admin.AdminStore``), what a production backend implements. Calls arrive validated
+and confined by ``affect.rules``.
 """
 
 from __future__ import annotations
