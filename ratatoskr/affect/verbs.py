@@ -13,7 +13,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from ratatoskr.affect import calls, rules
-from ratatoskr.affect.interface import AffectStore as AffectStore
 from ratatoskr.affect.interface import AffectVerbs
 from ratatoskr.core.context import CallContext
 from ratatoskr.wire.plane import Plane, VerbTable

@@ -14,7 +14,6 @@ from typing import Any
 
 from ratatoskr.core.context import CallContext
 from ratatoskr.memory import calls, rules
-from ratatoskr.memory.interface import MemoryStore as MemoryStore
 from ratatoskr.memory.interface import MemoryVerbs
 from ratatoskr.wire.plane import DEFERRED, Plane, Verb, VerbTable
 from ratatoskr.wire.verbs import (

@@ -1,11 +1,11 @@
 """The operator half of the store interface (``core.admin.AdminStore``), per plane and per
 backend: each test takes a ``Kit`` (a store, a second view of the same storage, a clock and
-a writer through the plane's own verbs), so a second backend runs these tests unchanged once
-it adds its opener to ``BACKENDS``."""
+a writer through the plane's own verbs), so every backend registered in ``tests.backends``
+runs these tests unchanged."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -13,25 +13,13 @@ from typing import Any
 import pytest
 
 from ratatoskr.affect import rules as affect_rules
-from ratatoskr.affect.store import open_affect_store
 from ratatoskr.core.context import CallContext
 from ratatoskr.core.filters import AFFECT, MEMORY, PLANES
 from ratatoskr.memory import rules as memory_rules
-from ratatoskr.memory.store import open_memory_store
+from tests.backends import BACKENDS, Backend, selected
 
 DIM = 8
 CTX = CallContext(actor="worldtree")
-# (plane, directory, clock) -> a store on that plane's storage in ``directory``
-Opener = Callable[[str, Path, Callable[[], float]], Any]
-
-
-def open_sqlite(plane: str, directory: Path, clock: Callable[[], float]) -> Any:
-    if plane == MEMORY:
-        return open_memory_store(str(directory / "memory.db"), embedding_dim=DIM, clock=clock)
-    return open_affect_store(str(directory / "affect.db"), clock=clock)
-
-
-BACKENDS: dict[str, Opener] = {"sqlite": open_sqlite}
 
 
 @dataclass
@@ -46,16 +34,20 @@ class Clock:
 class Kit:
     """One plane's store over fresh storage, and what a test needs around it."""
 
-    backend: str
+    backend: Backend
     plane: str
-    directory: Path
+    location: str
     clock: Clock
     store: Any
     _opened: list[Any] = field(default_factory=list)
 
-    def open(self, directory: Path | None = None) -> Any:
-        """Another store on the same storage (another process's view), or on ``directory``."""
-        store = BACKENDS[self.backend](self.plane, directory or self.directory, self.clock)
+    def open(self, location: str | None = None) -> Any:
+        """Another store on the same storage (another process's view), or at ``location``."""
+        where = location or self.location
+        if self.plane == MEMORY:
+            store = self.backend.memory(where, embedding_dim=DIM, clock=self.clock)
+        else:
+            store = self.backend.affect(where, clock=self.clock)
         self._opened.append(store)
         return store
 
@@ -81,33 +73,36 @@ class Kit:
         return record
 
     def close(self) -> None:
-        for store in [*self._opened, self.store]:
+        for store in self._opened:
             store.close()
 
 
-def _kit(backend: str, plane: str, directory: Path) -> Kit:
+def _kit(backend: Backend, plane: str, tmp: Path) -> Kit:
     clock = Clock()
-    return Kit(backend, plane, directory, clock, BACKENDS[backend](plane, directory, clock))
+    made = Kit(backend, plane, backend.fresh(tmp, plane), clock, None)
+    made.store = made.open()
+    return made
 
 
-@pytest.fixture(params=[(b, p) for b in BACKENDS for p in PLANES], ids=lambda bp: "-".join(bp))
+@pytest.fixture(params=[(b, p) for b in selected() for p in PLANES], ids=lambda bp: "-".join(bp))
 def kit(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Kit]:
     """Each plane's store, on each backend."""
-    made = _kit(*request.param, tmp_path)
+    backend, plane = request.param
+    made = _kit(BACKENDS[backend], plane, tmp_path)
     yield made
     made.close()
 
 
-@pytest.fixture(params=list(BACKENDS))
-def memory_kit(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Kit]:
-    made = _kit(request.param, MEMORY, tmp_path)
+@pytest.fixture
+def memory_kit(backend: Backend, tmp_path: Path) -> Iterator[Kit]:
+    made = _kit(backend, MEMORY, tmp_path)
     yield made
     made.close()
 
 
-@pytest.fixture(params=list(BACKENDS))
-def affect_kit(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Kit]:
-    made = _kit(request.param, AFFECT, tmp_path)
+@pytest.fixture
+def affect_kit(backend: Backend, tmp_path: Path) -> Iterator[Kit]:
+    made = _kit(backend, AFFECT, tmp_path)
     yield made
     made.close()
 
@@ -115,6 +110,6 @@ def affect_kit(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Kit]:
 @pytest.fixture(params=PLANES)
 def sqlite_kit(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Kit]:
     """Each plane's SQLite store, for what only that backend promises."""
-    made = _kit("sqlite", request.param, tmp_path)
+    made = _kit(BACKENDS["sqlite"], request.param, tmp_path)
     yield made
     made.close()

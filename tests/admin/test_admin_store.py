@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -252,19 +253,19 @@ def test_storage_bytes_measures_what_the_store_holds(kit: Kit) -> None:
     assert isinstance(grown, int) and grown >= empty
 
 
-def test_backup_is_a_sound_store_with_the_same_records(kit: Kit) -> None:
+def test_backup_is_a_sound_store_with_the_same_records(kit: Kit, tmp_path: Path) -> None:
     fill(kit)
-    dest_dir = kit.directory / "copy"
+    dest_dir = tmp_path / "copy"
     dest_dir.mkdir()
-    dest = dest_dir / f"{kit.plane}.db"
-    size = kit.store.backup(str(dest))
+    dest = kit.backend.fresh(dest_dir, kit.plane)
+    size = kit.store.backup(dest)
     assert size > 0
     assert os.stat(dest).st_mode & 0o777 == 0o600
-    copy = kit.open(dest_dir)
+    copy = kit.open(dest)
     assert copy.record_counts() == kit.store.record_counts()
     assert copy.check() == []
     assert copy.list_records(Filter(), limit=500).records == (
         kit.store.list_records(Filter(), limit=500).records
     )
     with pytest.raises(ValueError):
-        kit.store.backup(str(dest))
+        kit.store.backup(dest)
