@@ -1,8 +1,9 @@
 """``admin import``: load a JSON-lines file into a plane in batches, resumably.
 
-Each batch goes through the plane's rules and the store's own write (``upsert_parsed``,
-``put_parsed`` or ``append_parsed``) with an idempotency key derived from the file's name,
-the batch's index and the batch's bytes. A rerun after a failure therefore replays every
+Each batch is prepared as the wire prepares the verb's call (``memory.calls``,
+``affect.calls``) and goes through the store's own write (``upsert_parsed``, ``put_parsed``
+or ``append_parsed``) with an idempotency key derived from the file's name, the batch's
+index and the batch's bytes. A rerun after a failure therefore replays every
 batch that was stored (nothing written twice, no revision bumped) and continues with the
 first that was not; fixing one bad line changes only its own batch's key. Errors name line
 numbers and fields, never a line's content.
@@ -19,12 +20,12 @@ from typing import Any, cast
 
 import orjson
 
-from ratatoskr.affect import rules as affect_rules
+from ratatoskr.affect import calls as affect_calls
 from ratatoskr.affect.interface import AffectStore
 from ratatoskr.core.context import CallContext
 from ratatoskr.core.errors import BifrostError, Unavailable
 from ratatoskr.core.filters import AFFECT, MEMORY
-from ratatoskr.memory import rules as memory_rules
+from ratatoskr.memory import calls as memory_calls
 from ratatoskr.memory.interface import MemoryStore
 from ratatoskr.ops.listing import check_limit
 from ratatoskr.ops.stores import PlaneStore
@@ -138,16 +139,16 @@ def import_jsonl(
 def _write(
     store: PlaneStore, kind: str, records: list[Any], key: str, ctx: CallContext
 ) -> dict[str, Any]:
-    """One batch through the plane's own rules and write (no confinement: the operator's
-    context is unscoped, the whole store)."""
+    """One batch prepared as the wire prepares the verb's call, then the store's write."""
+    args: dict[str, Any] = {"idempotency_key": key, "idempotency_class": "durable"}
     if kind == "chunk":
         memory = cast(MemoryStore, store)
-        upsert = memory_rules.parse_upsert(records, key, None, "durable", memory.embedding_dim)
-        return memory.upsert_parsed(upsert, ctx)
+        call = memory_calls.prepare_upsert({**args, "records": records}, ctx, memory.embedding_dim)
+        return memory.upsert_parsed(call, ctx)
     affect = cast(AffectStore, store)
     if kind == "state":
-        return affect.put_parsed(affect_rules.parse_put(records, key, None, "durable"), ctx)
-    return affect.append_parsed(affect_rules.parse_append(records, key, "durable"), ctx)
+        return affect.put_parsed(affect_calls.prepare_put({**args, "records": records}, ctx), ctx)
+    return affect.append_parsed(affect_calls.prepare_append({**args, "events": records}, ctx), ctx)
 
 
 def _locate(message: str, lines: list[int]) -> tuple[int, str]:
