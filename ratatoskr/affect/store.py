@@ -17,13 +17,14 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import apsw
 import orjson
 
 from ratatoskr.affect import rules
+from ratatoskr.affect.admin import AffectAdmin
 from ratatoskr.affect.calls import AffectCalls
 from ratatoskr.core.context import CallContext
 from ratatoskr.core.errors import EventConflict, RevisionMismatch, ScopeForbidden
@@ -81,8 +82,11 @@ def _scope_json(scope: dict[str, str]) -> str:
     return orjson.dumps(scope, option=orjson.OPT_SORT_KEYS).decode()
 
 
-class RatatoskrAffectStore(AffectCalls):
-    """The affect plane over one SQLite file. Safe to call from many threads."""
+class RatatoskrAffectStore(AffectCalls, AffectAdmin):
+    """The affect plane over one SQLite file. Safe to call from many threads. Its operator
+    methods (``core.admin.AdminStore``) come from ``AffectAdmin``."""
+
+    IDEMPOTENCY = _idem
 
     def __init__(self, db: Database, *, clock: Callable[[], float] = time.time) -> None:
         self.db = db
@@ -158,9 +162,13 @@ class RatatoskrAffectStore(AffectCalls):
                 f"WHERE id IN ({placeholders(len(wanted))})",
                 wanted,
             ).fetchall()
-            doomed = [(i,) for i, scope in rows if contains(orjson.loads(scope), token_scope)]
-            conn.executemany("DELETE FROM affect_states WHERE id = ?", doomed)
+            doomed = [i for i, scope in rows if contains(orjson.loads(scope), token_scope)]
+            self._delete_states(conn, doomed)
         return {"deleted": len(doomed)}
+
+    def _delete_states(self, conn: apsw.Connection, ids: Sequence[str]) -> None:
+        """Every delete of states, the verb's and the operator's."""
+        conn.executemany("DELETE FROM affect_states WHERE id = ?", [(i,) for i in ids])
 
     def get_many(self, ids: list[str], *, ctx: CallContext | None = None) -> list[dict[str, Any]]:
         wanted = rules.check_ids(ids)

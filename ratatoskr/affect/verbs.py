@@ -3,36 +3,22 @@
 Argument rules live in ``affect_rules`` (shared with both stores); this table only routes
 them so that validation and confinement (``prepare``) run before the replay check and the
 store (``execute``). Cursors are opened by the store, which holds their secret, against the
-already confined filter. Any store with the methods of ``AffectStore`` can serve it.
+already confined filter. Any store with the methods of ``AffectVerbs``
+(``affect.interface``) can serve it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Protocol
+from typing import Any
 
 from ratatoskr.affect import calls, rules
+from ratatoskr.affect.interface import AffectVerbs
 from ratatoskr.core.context import CallContext
 from ratatoskr.wire import verbs as shared
 from ratatoskr.wire.plane import Plane, VerbTable
 
 PLANE = "affect"
-
-
-class AffectStore(Protocol):
-    """What the affect plane needs of a store (``RatatoskrAffectStore`` and the reference)."""
-
-    def describe_store(self) -> dict[str, Any]: ...
-    def health(self) -> dict[str, Any]: ...
-    def put_parsed(self, call: rules.PutCall, ctx: CallContext) -> dict[str, Any]: ...
-    def append_parsed(self, call: rules.AppendCall, ctx: CallContext) -> dict[str, Any]: ...
-    def list_parsed(self, call: rules.ListCall) -> dict[str, Any]: ...
-    def read_events_parsed(self, call: rules.ListCall) -> dict[str, Any]: ...
-    def get(self, id: str, *, ctx: CallContext | None = None) -> dict[str, Any] | None: ...
-    def get_many(
-        self, ids: list[str], *, ctx: CallContext | None = None
-    ) -> list[dict[str, Any]]: ...
-    def delete_many(self, ids: list[str], *, ctx: CallContext | None = None) -> dict[str, int]: ...
 
 
 # -- prepare: validation and confinement, no storage ------------------------------------
@@ -45,23 +31,23 @@ def _prepare_get(args: Mapping[str, Any], ctx: CallContext) -> str:
 # -- execute: the store -----------------------------------------------------------------
 
 
-def _put(store: AffectStore, call: rules.PutCall, ctx: CallContext) -> dict[str, Any]:
+def _put(store: AffectVerbs, call: rules.PutCall, ctx: CallContext) -> dict[str, Any]:
     return store.put_parsed(call, ctx)
 
 
-def _append(store: AffectStore, call: rules.AppendCall, ctx: CallContext) -> dict[str, Any]:
+def _append(store: AffectVerbs, call: rules.AppendCall, ctx: CallContext) -> dict[str, Any]:
     return store.append_parsed(call, ctx)
 
 
-def _list(store: AffectStore, call: rules.ListCall, ctx: CallContext) -> dict[str, Any]:
+def _list(store: AffectVerbs, call: rules.ListCall, ctx: CallContext) -> dict[str, Any]:
     return store.list_parsed(call)
 
 
-def _read_events(store: AffectStore, call: rules.ListCall, ctx: CallContext) -> dict[str, Any]:
+def _read_events(store: AffectVerbs, call: rules.ListCall, ctx: CallContext) -> dict[str, Any]:
     return store.read_events_parsed(call)
 
 
-def _get(store: AffectStore, state_id: str, ctx: CallContext) -> dict[str, Any] | None:
+def _get(store: AffectVerbs, state_id: str, ctx: CallContext) -> dict[str, Any] | None:
     return store.get(state_id, ctx=ctx)
 
 
@@ -161,6 +147,6 @@ AFFECT_TABLE = VerbTable(
 )
 
 
-def affect_plane(store: AffectStore) -> Plane:
+def affect_plane(store: AffectVerbs) -> Plane:
     """The affect plane over ``store``."""
     return Plane(AFFECT_TABLE, store)

@@ -13,17 +13,15 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-import apsw
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from ratatoskr.cli import admin_output as show
-from ratatoskr.core.errors import BifrostError
+from ratatoskr.core.filters import FACETS, PLANES, Filter
 from ratatoskr.ops import explore as explore_ops
 from ratatoskr.ops import forget as forget_ops
 from ratatoskr.ops import importer, listing, maintenance
-from ratatoskr.ops.filters import FACETS, PLANES, Filter, parse_pairs, parse_scope
-from ratatoskr.ops.stores import Paths, Stores
-from ratatoskr.sqlite.database import SchemaError
+from ratatoskr.ops.filters import parse_pairs, parse_scope
+from ratatoskr.ops.stores import STORE_ERRORS, Paths, Stores
 
 Handler = Callable[[argparse.Namespace, Stores], int]
 _ALL_FACETS = sorted({f for facets in FACETS.values() for f in facets})
@@ -104,7 +102,7 @@ def _runner(handler: Handler) -> Callable[[argparse.Namespace], int]:
                 file=sys.stderr,
             )
             return 1
-        except (ValueError, SchemaError, BifrostError, OSError, apsw.Error) as exc:
+        except (*STORE_ERRORS, OSError) as exc:
             print(f"ratatoskr admin {args.admin_command}: {exc}", file=sys.stderr)
             return 2
 
@@ -136,7 +134,7 @@ def _explore(args: argparse.Namespace, stores: Stores) -> int:
 
 
 def _get(args: argparse.Namespace, stores: Stores) -> int:
-    hits = listing.get_records(stores.get(args.plane), args.plane, args.ids)
+    hits = listing.get_records(stores.get(args.plane), args.ids)
     show.emit_json(hits) if args.json else show.render_get(hits, full=args.full)
     return 0
 
@@ -166,7 +164,7 @@ def _forget(args: argparse.Namespace, stores: Stores) -> int:
         raise ValueError("refusing an empty filter: give --ids, --scope or --narrow")
     store = stores.get(args.plane)
     dry = args.dry_run or not args.yes
-    counts = forget_ops.forget(store, args.plane, ids=ids, flt=flt, dry_run=dry)
+    counts = forget_ops.forget(store, ids=ids, flt=flt, dry_run=dry)
     return _confirm(args, {"plane": args.plane, "planes": {args.plane: counts}}, "forget")
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import apsw
@@ -18,6 +18,7 @@ from ratatoskr.core.context import CallContext
 from ratatoskr.core.errors import InvalidArguments, RevisionMismatch, ScopeForbidden
 from ratatoskr.core.scope import contains
 from ratatoskr.memory import rules
+from ratatoskr.memory.admin import MemoryAdmin
 from ratatoskr.memory.calls import MemoryCalls
 from ratatoskr.memory.schema import memory_migrations
 from ratatoskr.memory.search.engine import SearchEngine
@@ -62,8 +63,11 @@ def _chunk_rows(
         )
 
 
-class RatatoskrMemoryStore(MemoryCalls):
-    """The memory plane over one SQLite file. Safe to call from many threads."""
+class RatatoskrMemoryStore(MemoryCalls, MemoryAdmin):
+    """The memory plane over one SQLite file. Safe to call from many threads. Its operator
+    methods (``core.admin.AdminStore``) come from ``MemoryAdmin``."""
+
+    IDEMPOTENCY = _idem
 
     def __init__(
         self,
@@ -156,11 +160,17 @@ class RatatoskrMemoryStore(MemoryCalls):
         token_scope = ctx.scope if ctx else {}
         with self.db.write() as conn:
             found = self._revisions_and_scopes(conn, wanted)
-            doomed = [(cid,) for cid, (_, scope) in found.items() if contains(scope, token_scope)]
-            conn.executemany("DELETE FROM memory_chunks WHERE chunk_id = ?", doomed)
-            conn.executemany("DELETE FROM memory_vec WHERE chunk_id = ?", doomed)
-            self._prune_changes(conn)
+            doomed = [cid for cid, (_, scope) in found.items() if contains(scope, token_scope)]
+            self._delete_chunks(conn, doomed)
         return {"deleted": len(doomed)}
+
+    def _delete_chunks(self, conn: apsw.Connection, ids: Sequence[str]) -> None:
+        """Every delete of chunks, the verb's and the operator's: the chunk rows, their
+        vector rows; the DELETE trigger logs each in ``memory_changes`` for the mirrors."""
+        rows = [(i,) for i in ids]
+        conn.executemany("DELETE FROM memory_chunks WHERE chunk_id = ?", rows)
+        conn.executemany("DELETE FROM memory_vec WHERE chunk_id = ?", rows)
+        self._prune_changes(conn)
 
     # -- reads -----------------------------------------------------------------------
 

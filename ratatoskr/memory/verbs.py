@@ -1,18 +1,20 @@
 """The memory plane's verb table: which verbs, which args, and the store call behind each.
 
-Argument rules live in ``rules`` and ``calls`` (shared by every store); this table only routes
+Argument rules live in ``rules`` and ``calls`` (shared by every store); this table routes
 them so that validation and confinement (``prepare``) run before the replay check and the
-store (``execute``). Any store with the methods of ``MemoryStore`` can serve it: the SQLite
-store, or the reference store the parity tests put behind the same app.
+store (``execute``). Any store with the methods of ``MemoryVerbs`` (``memory.interface``)
+can serve it: the SQLite store, or the reference store the parity tests put behind the
+same app.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Protocol
+from typing import Any
 
 from ratatoskr.core.context import CallContext
 from ratatoskr.memory import calls, rules
+from ratatoskr.memory.interface import MemoryVerbs
 from ratatoskr.wire import verbs as shared
 from ratatoskr.wire.plane import DEFERRED, Plane, Verb, VerbTable
 
@@ -28,23 +30,6 @@ GATED_VERBS = frozenset(
         "atomic_supersede",
     }
 )
-
-
-class MemoryStore(Protocol):
-    """What the memory plane needs of a store (``RatatoskrMemoryStore`` and the reference)."""
-
-    embedding_dim: int
-
-    def describe_store(self) -> dict[str, Any]: ...
-    def health(self) -> dict[str, Any]: ...
-    def upsert_parsed(self, call: rules.UpsertCall, ctx: CallContext) -> dict[str, Any]: ...
-    def search_parsed(self, call: rules.SearchCall) -> list[dict[str, Any]]: ...
-    def search_quick(self, call: rules.SearchCall) -> list[dict[str, Any]] | None: ...
-    def get(self, chunk_id: str, *, ctx: CallContext | None = None) -> dict[str, Any] | None: ...
-    def get_many(
-        self, ids: list[str], *, ctx: CallContext | None = None
-    ) -> list[dict[str, Any]]: ...
-    def delete_many(self, ids: list[str], *, ctx: CallContext | None = None) -> dict[str, int]: ...
 
 
 # -- prepare: validation and confinement, no storage ------------------------------------
@@ -65,20 +50,20 @@ def _prepare_get(args: Mapping[str, Any], ctx: CallContext) -> str:
 # -- execute: the store -----------------------------------------------------------------
 
 
-def _upsert(store: MemoryStore, call: rules.UpsertCall, ctx: CallContext) -> dict[str, Any]:
+def _upsert(store: MemoryVerbs, call: rules.UpsertCall, ctx: CallContext) -> dict[str, Any]:
     return store.upsert_parsed(call, ctx)
 
 
-def _search(store: MemoryStore, call: rules.SearchCall, ctx: CallContext) -> list[dict[str, Any]]:
+def _search(store: MemoryVerbs, call: rules.SearchCall, ctx: CallContext) -> list[dict[str, Any]]:
     return store.search_parsed(call)
 
 
-def _search_quick(store: MemoryStore, call: rules.SearchCall, ctx: CallContext) -> Any:
+def _search_quick(store: MemoryVerbs, call: rules.SearchCall, ctx: CallContext) -> Any:
     hits = store.search_quick(call)
     return DEFERRED if hits is None else hits
 
 
-def _get(store: MemoryStore, chunk_id: str, ctx: CallContext) -> dict[str, Any] | None:
+def _get(store: MemoryVerbs, chunk_id: str, ctx: CallContext) -> dict[str, Any] | None:
     return store.get(chunk_id, ctx=ctx)
 
 
@@ -178,7 +163,7 @@ def _table(dim: int) -> VerbTable:
     )
 
 
-def _describe(store: MemoryStore) -> dict[str, Any]:
+def _describe(store: MemoryVerbs) -> dict[str, Any]:
     return {
         "capabilities": store.describe_store(),
         "limits": dict(rules.LIMITS),
@@ -191,6 +176,6 @@ def memory_table(embedding_dim: int) -> VerbTable:
     return _table(embedding_dim)
 
 
-def memory_plane(store: MemoryStore) -> Plane:
+def memory_plane(store: MemoryVerbs) -> Plane:
     """The memory plane over ``store``."""
     return Plane(memory_table(store.embedding_dim), store)

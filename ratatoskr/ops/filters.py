@@ -1,75 +1,18 @@
-"""Admin filters: the scope axes plus the two structural fields an operator drills into.
+"""Admin filters as the CLI takes them: ``facet=value`` pairs, validated and narrowed.
 
 The seed's ``Facet::narrow`` turns an explore bucket back into a filter field; here the
-facets are the lattice axes, ``origin`` (memory) and ``kind`` (affect: state or event). A
-filter is translated to SQL per table, so counts and listings never read record content.
+facets are the lattice axes, ``origin`` (memory) and ``kind`` (affect: state or event). The
+filter itself (``core.filters.Filter``) is translated by each store for its own backend, so
+counts and listings never read record content.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field, replace
-from typing import Any
+from dataclasses import replace
 
+from ratatoskr.core.filters import FACETS, KINDS, PLANES, Filter
 from ratatoskr.core.scope import AXES, MAX_VALUE_CHARS, Scope
-from ratatoskr.sqlite.scope_sql import COLUMNS, scope_condition
-
-MEMORY = "memory"
-AFFECT = "affect"
-PLANES = (MEMORY, AFFECT)
-
-
-@dataclass(frozen=True)
-class Table:
-    """One kind of record: where it lives and which structural columns it has."""
-
-    kind: str
-    name: str
-    id_column: str
-    has_revision: bool
-    has_origin: bool = False
-    has_time: bool = False
-
-
-CHUNKS = Table("chunk", "memory_chunks", "chunk_id", has_revision=True, has_origin=True)
-EVENTS = Table("event", "affect_events", "id", has_revision=False, has_time=True)
-STATES = Table("state", "affect_states", "id", has_revision=True)
-# Ordered by kind name: that is the listing order (kind, then id).
-TABLES: dict[str, tuple[Table, ...]] = {MEMORY: (CHUNKS,), AFFECT: (EVENTS, STATES)}
-FACETS: dict[str, tuple[str, ...]] = {
-    MEMORY: (*AXES, "origin"),
-    AFFECT: (*AXES, "kind"),
-}
-
-
-@dataclass(frozen=True)
-class Filter:
-    """Records whose scope holds every pair of ``scope``, with that origin and kind if set."""
-
-    scope: Scope = field(default_factory=dict)
-    origin: str | None = None
-    kind: str | None = None
-
-    def is_empty(self) -> bool:
-        """An empty filter admits everything, which forget and erase refuse (the seed)."""
-        return not self.scope and self.origin is None and self.kind is None
-
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"scope": dict(sorted(self.scope.items()))}
-        if self.origin is not None:
-            out["origin"] = self.origin
-        if self.kind is not None:
-            out["kind"] = self.kind
-        return out
-
-    def pairs(self) -> list[str]:
-        """The filter as ``facet=value`` pairs, the form ``--narrow`` takes."""
-        out = [f"{axis}={value}" for axis, value in sorted(self.scope.items())]
-        if self.origin is not None:
-            out.append(f"origin={self.origin}")
-        if self.kind is not None:
-            out.append(f"kind={self.kind}")
-        return out
 
 
 def check_plane(plane: str) -> str:
@@ -92,7 +35,7 @@ def narrow(plane: str, base: Filter, facet: str, value: str) -> Filter:
     if facet == "origin":
         return replace(base, origin=value)
     if facet == "kind":
-        kinds = [t.kind for t in TABLES[plane]]
+        kinds = KINDS[plane]
         if value not in kinds:
             raise ValueError(f"kind must be one of {', '.join(kinds)}")
         return replace(base, kind=value)
@@ -121,29 +64,3 @@ def parse_scope(pairs: Iterable[str]) -> Scope:
             raise ValueError(f"--scope takes axis=value with an axis of {', '.join(AXES)}")
         scope[axis] = value
     return scope
-
-
-def tables_for(plane: str, flt: Filter) -> tuple[Table, ...]:
-    """The tables a filter reaches: a ``kind`` filter keeps one."""
-    return tuple(t for t in TABLES[plane] if flt.kind is None or flt.kind == t.kind)
-
-
-def condition(table: Table, flt: Filter) -> tuple[str, list[Any]]:
-    """The filter as a SQL ``WHERE`` over ``table`` (``1`` when it admits everything)."""
-    sql, params = scope_condition(flt.scope, [])
-    args: list[Any] = list(params)
-    if flt.origin is not None:
-        if not table.has_origin:
-            return "0", []
-        sql = f"{sql} AND origin = ?"
-        args.append(flt.origin)
-    return sql, args
-
-
-def facet_column(table: Table, facet: str) -> str | None:
-    """The column a facet reads in ``table`` (``None`` for ``kind``, which is the table)."""
-    if facet in COLUMNS:
-        return COLUMNS[facet]
-    if facet == "origin":
-        return "origin"
-    return None

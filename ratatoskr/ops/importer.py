@@ -1,11 +1,12 @@
 """``admin import``: load a JSON-lines file into a plane in batches, resumably.
 
-Each batch goes through the store's own write (``upsert_many``, ``put_many`` or
-``append_events``) with an idempotency key derived from the file's name, the batch's index
-and the batch's bytes. A rerun after a failure therefore replays every batch that was
-stored (nothing written twice, no revision bumped) and continues with the first that was
-not; fixing one bad line changes only its own batch's key. Errors name line numbers and
-fields, never a line's content.
+Each batch is prepared as the wire prepares the verb's call (``memory.calls``,
+``affect.calls``) and goes through the store's own write (``upsert_parsed``, ``put_parsed``
+or ``append_parsed``) with an idempotency key derived from the file's name, the batch's
+index and the batch's bytes. A rerun after a failure therefore replays every
+batch that was stored (nothing written twice, no revision bumped) and continues with the
+first that was not; fixing one bad line changes only its own batch's key. Errors name line
+numbers and fields, never a line's content.
 """
 
 from __future__ import annotations
@@ -15,22 +16,24 @@ import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import orjson
 
-from ratatoskr.affect.store import RatatoskrAffectStore
+from ratatoskr.affect import calls as affect_calls
+from ratatoskr.affect.interface import AffectStore
 from ratatoskr.core.context import CallContext
 from ratatoskr.core.errors import BifrostError, Unavailable
-from ratatoskr.memory.store import RatatoskrMemoryStore
-from ratatoskr.ops.filters import AFFECT, MEMORY
+from ratatoskr.core.filters import AFFECT, MEMORY
+from ratatoskr.memory import calls as memory_calls
+from ratatoskr.memory.interface import MemoryStore
 from ratatoskr.ops.listing import check_limit
 from ratatoskr.ops.stores import PlaneStore
 
 DEFAULT_BATCH = 200
 MAX_BATCH = 1000
 ACTOR = "ratatoskr-admin-import"
-KINDS = {MEMORY: ("chunk",), AFFECT: ("state", "event")}
+KINDS = {MEMORY: ("chunk",), AFFECT: ("state", "event")}  # the default first
 _ITEM = re.compile(r"^(records|events)\[(\d+)\]")
 
 
@@ -136,12 +139,16 @@ def import_jsonl(
 def _write(
     store: PlaneStore, kind: str, records: list[Any], key: str, ctx: CallContext
 ) -> dict[str, Any]:
-    if isinstance(store, RatatoskrMemoryStore):
-        return store.upsert_many(records, idempotency_key=key, ctx=ctx, idempotency_class="durable")
-    assert isinstance(store, RatatoskrAffectStore)
+    """One batch prepared as the wire prepares the verb's call, then the store's write."""
+    args: dict[str, Any] = {"idempotency_key": key, "idempotency_class": "durable"}
+    if kind == "chunk":
+        memory = cast(MemoryStore, store)
+        call = memory_calls.prepare_upsert({**args, "records": records}, ctx, memory.embedding_dim)
+        return memory.upsert_parsed(call, ctx)
+    affect = cast(AffectStore, store)
     if kind == "state":
-        return store.put_many(records, idempotency_key=key, ctx=ctx, idempotency_class="durable")
-    return store.append_events(records, idempotency_key=key, ctx=ctx, idempotency_class="durable")
+        return affect.put_parsed(affect_calls.prepare_put({**args, "records": records}, ctx), ctx)
+    return affect.append_parsed(affect_calls.prepare_append({**args, "events": records}, ctx), ctx)
 
 
 def _locate(message: str, lines: list[int]) -> tuple[int, str]:

@@ -11,13 +11,17 @@ import os
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
 
 import apsw
 
-from ratatoskr.affect.store import RatatoskrAffectStore, open_affect_store
-from ratatoskr.memory.store import RatatoskrMemoryStore, open_memory_store
-from ratatoskr.ops.filters import AFFECT, MEMORY, PLANES, check_plane
+from ratatoskr.affect.interface import AffectStore
+from ratatoskr.affect.store import open_affect_store
+from ratatoskr.core.errors import BifrostError
+from ratatoskr.core.filters import AFFECT, MEMORY, PLANES
+from ratatoskr.memory.admin_sql import stored_dim
+from ratatoskr.memory.interface import MemoryStore
+from ratatoskr.memory.store import open_memory_store
+from ratatoskr.ops.filters import check_plane
 from ratatoskr.sqlite.database import SchemaError
 from ratatoskr.sqlite.jti import ledger_beside
 
@@ -29,7 +33,9 @@ DEFAULT_PATHS = {
     AFFECT: os.path.join("data", "affect.db"),
 }
 
-PlaneStore = RatatoskrMemoryStore | RatatoskrAffectStore
+PlaneStore = MemoryStore | AffectStore
+# What opening or reading a plane file raises; the operator sees the message.
+STORE_ERRORS = (SchemaError, ValueError, BifrostError, apsw.Error)
 
 
 @dataclass(frozen=True)
@@ -68,29 +74,11 @@ class Paths:
     def of(self, plane: str) -> str:
         return self.memory if check_plane(plane) == MEMORY else self.affect
 
-    def jti_ledgers(self) -> list[str]:
+    def jti_files(self) -> list[str]:
         """The named ledger, else the ledger beside each plane file (``ledger_beside``)."""
         if self.jti is not None:
             return [self.jti]
         return [ledger_beside(self.of(p)) for p in PLANES]
-
-
-def stored_dim(path: str) -> int:
-    """The embedding dimension the memory file was created with (read-only peek)."""
-    try:
-        conn = apsw.Connection(path, flags=apsw.SQLITE_OPEN_READONLY)
-    except apsw.Error:
-        raise ValueError("the memory database cannot be opened") from None
-    try:
-        rows = conn.execute("SELECT value FROM ratatoskr_meta WHERE key = 'embedding_dim'")
-        found = rows.fetchall()
-    except apsw.Error:
-        found = []
-    finally:
-        conn.close()
-    if not found:
-        raise SchemaError("the file is not a memory database (no embedding_dim in ratatoskr_meta)")
-    return int(found[0][0])
 
 
 class Stores:
@@ -99,7 +87,8 @@ class Stores:
     def __init__(self, paths: Paths, *, clock: Callable[[], float] = time.time) -> None:
         self.paths = paths
         self.clock = clock
-        self._open: dict[str, Any] = {}
+        self._memory: MemoryStore | None = None
+        self._affect: AffectStore | None = None
 
     def exists(self, plane: str) -> bool:
         return os.path.isfile(self.paths.of(plane))
@@ -108,41 +97,43 @@ class Stores:
         """The planes whose file exists, in plane order."""
         return [p for p in PLANES if self.exists(p)]
 
-    def memory(self, *, create: bool = False) -> RatatoskrMemoryStore:
-        store = self.get(MEMORY, create=create)
-        assert isinstance(store, RatatoskrMemoryStore)
-        return store
-
-    def affect(self, *, create: bool = False) -> RatatoskrAffectStore:
-        store = self.get(AFFECT, create=create)
-        assert isinstance(store, RatatoskrAffectStore)
-        return store
-
-    def get(self, plane: str, *, create: bool = False) -> PlaneStore:
-        """The store of ``plane``; a missing file is an error unless ``create``."""
-        if plane in self._open:
-            store: PlaneStore = self._open[plane]
-            return store
+    def _path(self, plane: str, create: bool) -> tuple[str, bool]:
+        """The plane's file and whether it exists; a missing file is an error unless
+        ``create``."""
         path = self.paths.of(plane)
         exists = os.path.isfile(path)
         if not exists and not create:
             raise ValueError(f"no {plane} database at {path} (see --{plane}-db)")
-        if plane == MEMORY:
+        return path, exists
+
+    def memory(self, *, create: bool = False) -> MemoryStore:
+        if self._memory is None:
+            path, exists = self._path(MEMORY, create)
             dim = self.paths.dim
             if exists:
                 dim = stored_dim(path) if dim is None else dim
             if dim is None:
                 raise ValueError(f"a new memory database needs --dim or {DIM_ENV}")
-            store = open_memory_store(path, embedding_dim=dim, clock=self.clock)
-        else:
-            store = open_affect_store(path, clock=self.clock)
-        self._open[plane] = store
-        return store
+            self._memory = open_memory_store(path, embedding_dim=dim, clock=self.clock)
+        return self._memory
+
+    def affect(self, *, create: bool = False) -> AffectStore:
+        if self._affect is None:
+            path, _ = self._path(AFFECT, create)
+            self._affect = open_affect_store(path, clock=self.clock)
+        return self._affect
+
+    def get(self, plane: str, *, create: bool = False) -> PlaneStore:
+        """The store of ``plane``; a missing file is an error unless ``create``."""
+        if check_plane(plane) == MEMORY:
+            return self.memory(create=create)
+        return self.affect(create=create)
 
     def close(self) -> None:
-        for store in self._open.values():
-            store.close()
-        self._open.clear()
+        for store in (self._memory, self._affect):
+            if store is not None:
+                store.close()
+        self._memory = self._affect = None
 
     def __enter__(self) -> Stores:
         return self

@@ -14,11 +14,11 @@ from ratatoskr.memory.store import RatatoskrMemoryStore, open_memory_store
 if TYPE_CHECKING:
     from starlette.applications import Starlette
 
-    from ratatoskr.memory.verbs import MemoryStore
+    from ratatoskr.memory.interface import MemoryVerbs
 
 
 def build_memory_provider_app(
-    store: MemoryStore, heimdall_key: bytes, consumer_id: str = "ratatoskr"
+    store: MemoryVerbs, heimdall_key: bytes, consumer_id: str = "ratatoskr"
 ) -> Starlette:
     """The memory plane over ``store`` as a Bifrost wire app; the replay ledger lies beside
     the store's file (in memory for an in-memory or non-file store)."""

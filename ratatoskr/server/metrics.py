@@ -11,10 +11,9 @@ failure reason, record kind), never ids, actors or content.
 
 from __future__ import annotations
 
-import contextlib
 import os
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, cast
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -27,17 +26,13 @@ from prometheus_client import (
 from prometheus_client import multiprocess as prom_multiprocess
 from prometheus_client import values as prom_values
 
+from ratatoskr.core.admin import AdminStore
 from ratatoskr.wire.calllog import CallRecord
 from ratatoskr.wire.plane import Plane
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 HEALTH_VALUES = {"ok": 2, "degraded": 1, "down": 0}
 DURATION_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
-# which table holds each kind of record, per plane: counted at scrape time
-RECORD_TABLES: dict[str, dict[str, str]] = {
-    "memory": {"chunks": "memory_chunks"},
-    "affect": {"states": "affect_states", "events": "affect_events"},
-}
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 
 
@@ -133,12 +128,13 @@ class Metrics:
         for name, plane in planes.items():
             health = plane.health()
             self.health.labels(name).set(HEALTH_VALUES.get(str(health.get("status")), 0))
-            db = getattr(plane.store, "db", None)
-            if db is None or getattr(db, "in_memory", True):
+            stored = _storage_bytes(plane.store)
+            if stored is None:
                 continue
-            self.db_bytes.labels(name).set(_file_bytes(str(db.path)))
-            for kind, count in _record_counts(db, RECORD_TABLES.get(name, {})).items():
-                self.records.labels(name, kind).set(count)
+            self.db_bytes.labels(name).set(stored)
+            for kind, count in _record_counts(plane.store).items():
+                # the gauge has always named kinds in the plural: chunks, states, events
+                self.records.labels(name, f"{kind}s").set(count)
 
     def exposition(self) -> bytes:
         """The text format: all workers' files under gunicorn, this registry otherwise."""
@@ -150,24 +146,24 @@ class Metrics:
         return bytes(generate_latest(registry))
 
 
-def _file_bytes(path: str) -> int:
-    total = 0
-    for suffix in ("", "-wal"):
-        with contextlib.suppress(OSError):
-            total += os.path.getsize(path + suffix)
-    return total
-
-
-def _record_counts(db: Any, tables: Mapping[str, str]) -> dict[str, int]:
-    """``count(*)`` per table; a store that cannot answer reports nothing (health says why)."""
-    counts: dict[str, int] = {}
+def _storage_bytes(store: Any) -> int | None:
+    """The store's bytes on disk; None for a store without storage of its own (in memory)
+    or without the operator methods (``AdminStore``: the reference stores)."""
+    measure = getattr(store, "storage_bytes", None)
+    if measure is None:
+        return None
     try:
-        with db.read() as conn:
-            for kind, table in tables.items():
-                counts[kind] = int(conn.execute(f"SELECT count(*) FROM {table}").fetchall()[0][0])
+        return cast(int | None, measure())
+    except Exception:
+        return None
+
+
+def _record_counts(store: AdminStore) -> dict[str, int]:
+    """Records per kind; a store that cannot answer reports nothing (health says why)."""
+    try:
+        return store.record_counts()
     except Exception:
         return {}
-    return counts
 
 
 def mark_process_dead(pid: int) -> None:

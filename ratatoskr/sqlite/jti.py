@@ -75,5 +75,11 @@ class JtiLedger:
         with self.db.read() as conn:
             return int(conn.execute("SELECT count(*) FROM jti_ledger").fetchall()[0][0])
 
+    def expired(self) -> int:
+        """Entries past their token's expiry (what ``prune`` would drop now)."""
+        with self.db.read() as conn:
+            sql = "SELECT count(*) FROM jti_ledger WHERE expires_at <= ?"
+            return int(conn.execute(sql, (self.clock(),)).fetchall()[0][0])
+
     def close(self) -> None:
         self.db.close()

@@ -1,0 +1,73 @@
+"""The memory file's tables as the operator surface sees them, and the SQL only memory has:
+the chunk/vector consistency ``check`` verifies and the vec0 rebuild that ``erase`` ends with.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import apsw
+
+from ratatoskr.sqlite.database import SchemaError
+from ratatoskr.sqlite.record_sql import Table
+
+CHUNKS = Table("chunk", "memory_chunks", "chunk_id", has_revision=True, has_origin=True)
+TABLES = (CHUNKS,)
+_SHOWN_IDS = 5
+
+
+def vector_problems(conn: apsw.Connection) -> list[str]:
+    """Every chunk has exactly one ``memory_vec`` row: a chunk without one is invisible to
+    unscoped search; an orphaned row is a result that cannot be read."""
+    chunks = {r[0] for r in conn.execute("SELECT chunk_id FROM memory_chunks").fetchall()}
+    vectors = Counter(r[0] for r in conn.execute("SELECT chunk_id FROM memory_vec").fetchall())
+    problems: list[str] = []
+    for what, ids in (
+        ("chunk(s) without a memory_vec row", sorted(chunks - vectors.keys())),
+        ("orphaned memory_vec row(s) without a chunk", sorted(vectors.keys() - chunks)),
+        (
+            "chunk(s) with more than one memory_vec row",
+            sorted(k for k, n in vectors.items() if n > 1),
+        ),
+    ):
+        if ids:
+            shown = ", ".join(ids[:_SHOWN_IDS]) + (", ..." if len(ids) > _SHOWN_IDS else "")
+            problems.append(f"{len(ids)} {what}: {shown}")
+    return problems
+
+
+def rebuild_vector_index(conn: apsw.Connection) -> int:
+    """Rebuild ``memory_vec`` from its own rows inside the caller's write transaction: drop
+    and recreate the vec0 table with the statement it was made with, so its shadow tables
+    hold no freed slot. Rows kept; their number."""
+    made = conn.execute("SELECT sql FROM sqlite_master WHERE name = 'memory_vec'").fetchall()
+    conn.execute("DROP TABLE IF EXISTS temp.ratatoskr_vec_copy")
+    conn.execute("CREATE TEMP TABLE ratatoskr_vec_copy (chunk_id TEXT PRIMARY KEY, v BLOB)")
+    conn.execute("INSERT INTO temp.ratatoskr_vec_copy SELECT chunk_id, embedding FROM memory_vec")
+    conn.execute("DROP TABLE memory_vec")
+    conn.execute(made[0][0])
+    conn.execute(
+        "INSERT INTO memory_vec (chunk_id, embedding) "
+        "SELECT chunk_id, v FROM temp.ratatoskr_vec_copy ORDER BY chunk_id"
+    )
+    conn.execute("DROP TABLE temp.ratatoskr_vec_copy")
+    return int(conn.execute("SELECT count(*) FROM memory_vec").fetchall()[0][0])
+
+
+def stored_dim(path: str) -> int:
+    """The embedding dimension a memory file was created with, read without writing (so an
+    operator rarely passes ``--dim``); ``ValueError`` when it cannot be opened."""
+    try:
+        conn = apsw.Connection(path, flags=apsw.SQLITE_OPEN_READONLY)
+    except apsw.Error:
+        raise ValueError("the memory database cannot be opened") from None
+    try:
+        rows = conn.execute("SELECT value FROM ratatoskr_meta WHERE key = 'embedding_dim'")
+        found = rows.fetchall()
+    except apsw.Error:
+        found = []
+    finally:
+        conn.close()
+    if not found:
+        raise SchemaError("the file is not a memory database (no embedding_dim in ratatoskr_meta)")
+    return int(found[0][0])
