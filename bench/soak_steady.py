@@ -28,8 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from bench.reliability_common import Client, file_bytes
+from ratatoskr.core.idempotency import CLASS_TTL_SECONDS
 from ratatoskr.memory.store import CHANGES_KEPT
-from ratatoskr.sqlite.idempotency import CLASS_TTL_SECONDS
 
 IDS_PER_USER = 100  # 5 tenants x 50 users x 100: 25,000 chunks and 25,000 states
 EVENTS_PER_USER = 20

@@ -19,15 +19,15 @@ from ratatoskr.affect import rules
 from ratatoskr.affect.calls import AffectCalls
 from ratatoskr.core import reference_records
 from ratatoskr.core.context import CallContext
+from ratatoskr.core.cursors import SECRET_BYTES, CursorCodec
 from ratatoskr.core.errors import (
     EventConflict,
     IdempotencyConflict,
     RevisionMismatch,
     ScopeForbidden,
 )
+from ratatoskr.core.idempotency import CLASS_TTL_SECONDS, idempotency_id
 from ratatoskr.core.scope import contains, matches
-from ratatoskr.sqlite.cursors import SECRET_BYTES, CursorCodec
-from ratatoskr.sqlite.idempotency import CLASS_TTL_SECONDS, idempotency_id
 
 
 @dataclass

@@ -13,7 +13,9 @@ from dataclasses import dataclass, replace
 from datetime import date
 from typing import Any
 
+from ratatoskr.core import idempotency
 from ratatoskr.core.canonical import canonical_json, check_json_value, digest
+from ratatoskr.core.cursors import filter_tag
 from ratatoskr.core.errors import InvalidArguments
 from ratatoskr.core.record_ids import MAX_ID_CHARS as MAX_ID_CHARS
 from ratatoskr.core.record_ids import MAX_IDS as MAX_IDS
@@ -28,8 +30,6 @@ from ratatoskr.core.scope import (
     validate_scope,
 )
 from ratatoskr.memory.rules import parse_expected
-from ratatoskr.sqlite import idempotency
-from ratatoskr.sqlite.cursors import filter_tag
 
 MAX_RECORDS = 1000
 MAX_EVENTS = 1000

@@ -29,7 +29,7 @@ from ratatoskr.affect.calls import AffectCalls
 from ratatoskr.core.context import CallContext
 from ratatoskr.core.errors import EventConflict, RevisionMismatch, ScopeForbidden
 from ratatoskr.core.scope import AXES, contains
-from ratatoskr.sqlite.cursors import CursorCodec, store_secret
+from ratatoskr.sqlite.cursors import codec_for, store_secret
 from ratatoskr.sqlite.database import Database, DatabaseSettings, Migration, SchemaError
 from ratatoskr.sqlite.health import check_health
 from ratatoskr.sqlite.idempotency import (
@@ -91,7 +91,7 @@ class RatatoskrAffectStore(AffectCalls, AffectAdmin):
     def __init__(self, db: Database, *, clock: Callable[[], float] = time.time) -> None:
         self.db = db
         self.clock = clock
-        self.cursors = CursorCodec.for_database(db)
+        self.cursors = codec_for(db)
 
     # -- descriptor and health -----------------------------------------------------------
 

@@ -19,11 +19,11 @@ import numpy as np
 from ratatoskr.core import reference_records
 from ratatoskr.core.context import CallContext
 from ratatoskr.core.errors import IdempotencyConflict, RevisionMismatch, ScopeForbidden
+from ratatoskr.core.idempotency import CLASS_TTL_SECONDS, idempotency_id
 from ratatoskr.core.scope import contains, matches
 from ratatoskr.memory import rules
 from ratatoskr.memory.calls import MemoryCalls
 from ratatoskr.memory.search.cosine import F32, cosine_scores, rank
-from ratatoskr.sqlite.idempotency import CLASS_TTL_SECONDS, idempotency_id
 
 
 @dataclass

@@ -16,6 +16,7 @@ import numpy as np
 import numpy.typing as npt
 import orjson
 
+from ratatoskr.core import idempotency
 from ratatoskr.core.canonical import canonical_json, check_json_value
 from ratatoskr.core.errors import InvalidArguments
 from ratatoskr.core.record_ids import MAX_ID_CHARS as MAX_ID_CHARS
@@ -40,7 +41,6 @@ from ratatoskr.memory.digest import (
 )
 from ratatoskr.memory.search.cosine import F32
 from ratatoskr.memory.vector_pack import ACCELERATED, ALL_ZERO, BAD_VALUE, INEXACT
-from ratatoskr.sqlite import idempotency
 
 MAX_RECORDS = 1000
 # The smallest float64 that rounds to infinity in float32: halfway between FLT_MAX and 2**128.

@@ -15,10 +15,11 @@ from typing import Any, ClassVar
 import apsw
 
 from ratatoskr.core.admin import FacetCounts, RecordPage
+from ratatoskr.core.cursors import filter_tag
 from ratatoskr.core.filters import Filter, check_selection
 from ratatoskr.core.scope import Scope
 from ratatoskr.sqlite import record_sql, upkeep
-from ratatoskr.sqlite.cursors import CursorCodec, filter_tag
+from ratatoskr.sqlite.cursors import codec_for
 from ratatoskr.sqlite.database import Database
 from ratatoskr.sqlite.idempotency import IdempotencyTable
 from ratatoskr.sqlite.record_sql import Table
@@ -57,7 +58,7 @@ class SqliteAdmin:
             return record_sql.count_by(conn, self.TABLES, flt, facet)
 
     def list_records(self, flt: Filter, *, limit: int, cursor: str | None = None) -> RecordPage:
-        codec = CursorCodec.for_database(self.db)
+        codec = codec_for(self.db)
         tag = filter_tag(f"admin.list.{self.PLANE}", flt.to_json())
         after = None if cursor is None else codec.open(cursor, tag, (str, str)).key
         key = None if after is None else (str(after[0]), str(after[1]))

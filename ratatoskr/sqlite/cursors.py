@@ -1,124 +1,26 @@
-"""Opaque, tamper-evident keyset cursors, shared by every paged read.
+"""Where a SQLite store keeps its cursor secret: a row of its meta table, created once.
 
-A cursor names the last item a page returned (its sort key) and the direction of travel,
-bound to the filter it was made for, and signed with a secret kept in the database itself
-so every worker process of one store accepts the cursors of the others. Because the next
-page starts strictly after the carried key, paging visits every item present throughout
-exactly once while other calls write, never hands out the same cursor twice in one walk,
-and ends. Nothing in a cursor is secret (ids are visible to its holder anyway); the HMAC
-only makes it unforgeable.
-
-Wire form: ``base64url(payload) "." base64url(mac)``, where ``payload`` is the compact JSON
-``[version, filter_tag, direction, key]`` and ``mac`` is HMAC-SHA256 over the payload bytes.
+The cursors themselves (``core.cursors``) are the same on every backend.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
-import hashlib
-import hmac
 import secrets
-from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any
 
 import apsw
-import orjson
 
-from ratatoskr.core.canonical import canonical_json
-from ratatoskr.core.errors import InvalidArguments
+from ratatoskr.core.cursors import SECRET_BYTES, SECRET_META_KEY, CursorCodec
 from ratatoskr.sqlite.database import Database
 
-SortKey = tuple[str | int, ...]
-VERSION = 1
-SECRET_BYTES = 32
-SECRET_META_KEY = "cursor_secret"
-MAX_CURSOR_CHARS = 4096
-_TAG_BYTES = 12
-_INVALID = "cursor is not one this store made for this filter"
 
-
-@dataclass(frozen=True)
-class Position:
-    """Where the next page starts: strictly after ``key`` in ``direction``."""
-
-    key: SortKey
-    descending: bool
-
-
-def filter_tag(kind: str, filter_value: Any) -> str:
-    """A short digest of the canonical filter, so a cursor only pages the filter it came from.
-
-    ``kind`` separates the reads (``"affect.list"``, ``"affect.read_events"``...) so a cursor
-    of one is never accepted by another even under an equal filter.
-    """
-    raw = hashlib.sha256(canonical_json([kind, filter_value], "filter")).digest()
-    return _b64(raw[:_TAG_BYTES])
-
-
-class CursorCodec:
-    """Makes and opens the cursors of one store; ``secret`` is that store's HMAC key."""
-
-    def __init__(self, secret: bytes) -> None:
-        if len(secret) < SECRET_BYTES:
-            raise ValueError(f"the cursor secret must hold at least {SECRET_BYTES} bytes")
-        self._secret = secret
-
-    @classmethod
-    def for_database(cls, db: Database) -> CursorCodec:
-        """The codec of ``db``, creating its secret on first use (once, under the write lock)."""
-        return cls(load_secret(db))
-
-    def make(self, tag: str, key: Sequence[str | int], *, descending: bool = False) -> str:
-        """The cursor that resumes strictly after ``key``."""
-        payload = orjson.dumps([VERSION, tag, "d" if descending else "a", list(key)])
-        return f"{_b64(payload)}.{_b64(self._mac(payload))}"
-
-    def open(
-        self,
-        cursor: Any,
-        tag: str,
-        shape: Sequence[type],
-        *,
-        descending: bool = False,
-    ) -> Position:
-        """Check and decode ``cursor``; anything forged, altered, truncated or made for another
-        filter or direction is ``InvalidArguments`` (the message never echoes the cursor)."""
-        if not isinstance(cursor, str) or not 1 <= len(cursor) <= MAX_CURSOR_CHARS:
-            raise InvalidArguments(f"cursor must be a string of 1..{MAX_CURSOR_CHARS} characters")
-        body, sep, mac = cursor.partition(".")
-        if not sep:
-            raise InvalidArguments(_INVALID)
-        try:
-            payload = _unb64(body)
-            given = _unb64(mac)
-        except ValueError:
-            raise InvalidArguments(_INVALID) from None
-        if not hmac.compare_digest(given, self._mac(payload)):
-            raise InvalidArguments(_INVALID)
-        try:
-            version, made_for, direction, key = orjson.loads(payload)
-        except (orjson.JSONDecodeError, TypeError, ValueError):
-            raise InvalidArguments(_INVALID) from None
-        if (
-            version != VERSION
-            or made_for != tag
-            or direction != ("d" if descending else "a")
-            or not isinstance(key, list)
-            or len(key) != len(shape)
-            or not all(_is(v, t) for v, t in zip(key, shape, strict=True))
-        ):
-            raise InvalidArguments(_INVALID)
-        return Position(tuple(key), descending)
-
-    def _mac(self, payload: bytes) -> bytes:
-        return hmac.new(self._secret, payload, hashlib.sha256).digest()
+def codec_for(db: Database) -> CursorCodec:
+    """The codec of ``db``, creating its secret on first use (once, under the write lock)."""
+    return CursorCodec(load_secret(db))
 
 
 def store_secret(conn: apsw.Connection, table: str = "ratatoskr_meta") -> None:
     """Create the store's cursor secret unless it exists; call inside a write transaction
-    (a migration, or ``CursorCodec.for_database``)."""
+    (a migration, or ``codec_for``)."""
     conn.execute(
         f"INSERT OR IGNORE INTO {table} (key, value) VALUES (?, ?)",
         (SECRET_META_KEY, secrets.token_hex(SECRET_BYTES)),
@@ -141,25 +43,3 @@ def load_secret(db: Database) -> bytes:
 def _read_secret(conn: apsw.Connection, table: str = "ratatoskr_meta") -> bytes | None:
     rows = conn.execute(f"SELECT value FROM {table} WHERE key = ?", (SECRET_META_KEY,)).fetchall()
     return bytes.fromhex(rows[0][0]) if rows else None
-
-
-def _is(value: Any, kind: type) -> bool:
-    # bool is an int in Python; a key column is never a boolean.
-    return isinstance(value, kind) and not isinstance(value, bool)
-
-
-def _b64(raw: bytes) -> str:
-    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
-
-
-def _unb64(text: str) -> bytes:
-    if not text or not text.isascii():
-        raise ValueError("empty or non-ASCII")
-    padded = text + "=" * (-len(text) % 4)
-    try:
-        raw = base64.b64decode(padded, altchars=b"-_", validate=True)
-    except (binascii.Error, ValueError):
-        raise ValueError("not base64url") from None
-    if _b64(raw) != text:  # refuse non-canonical encodings (stray bits, padding)
-        raise ValueError("not canonical base64url")
-    return raw

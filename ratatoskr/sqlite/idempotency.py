@@ -1,4 +1,4 @@
-"""The replay-or-conflict cache both planes share.
+"""The replay-or-conflict cache both planes share, as a table in each SQLite plane file.
 
 An entry is keyed by ``idempotency_id = ("default", verb, actor, key)`` and holds the digest of
 the call's payload, when it expires (by class) and the ids the call wrote, so an erase can
@@ -8,40 +8,13 @@ drop the entries whose payload held erased records.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 import apsw
 import orjson
 
-from ratatoskr.core.errors import IdempotencyConflict, InvalidArguments
-
-CLASS_TTL_SECONDS: dict[str, int] = {
-    "default": 24 * 3600,
-    "ephemeral": 10 * 60,
-    "durable": 30 * 24 * 3600,
-}
-MAX_KEY_CHARS = 256
-
-
-def parse_key(value: Any) -> str:
-    if not isinstance(value, str) or not 1 <= len(value) <= MAX_KEY_CHARS:
-        raise InvalidArguments(f"idempotency_key must be a string of 1..{MAX_KEY_CHARS} characters")
-    return value
-
-
-def parse_class(value: Any) -> str:
-    """``None`` means ``default``; the class sets only the entry's lifetime."""
-    if value is None:
-        return "default"
-    if not isinstance(value, str) or value not in CLASS_TTL_SECONDS:
-        raise InvalidArguments(
-            f"idempotency_class must be null or one of {', '.join(CLASS_TTL_SECONDS)}"
-        )
-    return value
-
-
-def idempotency_id(verb: str, actor: str, key: str) -> str:
-    return orjson.dumps(["default", verb, actor, key]).decode()
+from ratatoskr.core.errors import IdempotencyConflict
+from ratatoskr.core.idempotency import CLASS_TTL_SECONDS as CLASS_TTL_SECONDS
+from ratatoskr.core.idempotency import idempotency_id as idempotency_id
 
 
 def create_table(conn: apsw.Connection, table: str) -> None:

@@ -11,8 +11,8 @@ import pytest
 
 from ratatoskr.affect.reference import ReferenceAffectStore
 from ratatoskr.affect.store import RatatoskrAffectStore, open_affect_store
+from ratatoskr.core.cursors import CursorCodec, filter_tag
 from ratatoskr.core.errors import InvalidArguments
-from ratatoskr.sqlite.cursors import CursorCodec, filter_tag
 from tests.affect.helpers import T1, T2, FakeClock, append, ctx, event, put, state
 
 SECRET = b"s" * 32
