@@ -18,6 +18,13 @@ from ratatoskr.affect.interface import AffectStore
 from ratatoskr.affect.store import open_affect_store
 from ratatoskr.core.errors import BifrostError
 from ratatoskr.core.filters import AFFECT, MEMORY, PLANES
+from ratatoskr.core.locations import (
+    AFFECT_DB_ENV,
+    DEFAULT_AFFECT_DB,
+    DEFAULT_MEMORY_DB,
+    DIM_ENV,
+    MEMORY_DB_ENV,
+)
 from ratatoskr.memory.admin_sql import stored_dim
 from ratatoskr.memory.interface import MemoryStore
 from ratatoskr.memory.store import open_memory_store
@@ -25,13 +32,7 @@ from ratatoskr.ops.filters import check_plane
 from ratatoskr.sqlite.database import SchemaError
 from ratatoskr.sqlite.jti import ledger_beside
 
-MEMORY_DB_ENV = "RATATOSKR_MEMORY_DB"
-AFFECT_DB_ENV = "RATATOSKR_AFFECT_DB"
-DIM_ENV = "RATATOSKR_MEMORY_EMBEDDING_DIM"
-DEFAULT_PATHS = {
-    MEMORY: os.path.join("data", "memory.db"),
-    AFFECT: os.path.join("data", "affect.db"),
-}
+DEFAULT_PATHS = {MEMORY: DEFAULT_MEMORY_DB, AFFECT: DEFAULT_AFFECT_DB}
 
 PlaneStore = MemoryStore | AffectStore
 # What opening or reading a plane file raises; the operator sees the message.

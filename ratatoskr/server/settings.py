@@ -14,6 +14,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ratatoskr.core.locations import AFFECT_DB_ENV as AFFECT_DB_ENV
+from ratatoskr.core.locations import DEFAULT_AFFECT_DB as DEFAULT_AFFECT_DB
+from ratatoskr.core.locations import DEFAULT_MEMORY_DB as DEFAULT_MEMORY_DB
+from ratatoskr.core.locations import DIM_ENV as DIM_ENV
+from ratatoskr.core.locations import MEMORY_DB_ENV as MEMORY_DB_ENV
 from ratatoskr.server.threads import DEFAULT_STORE_THREADS, MAX_STORE_THREADS
 from ratatoskr.sqlite.database import (
     BUSY_TIMEOUT_ENV,
@@ -43,9 +48,6 @@ from ratatoskr.wire.tokens import (
     DEFAULT_MAX_LIFETIME,
 )
 
-MEMORY_DB_ENV = "RATATOSKR_MEMORY_DB"
-AFFECT_DB_ENV = "RATATOSKR_AFFECT_DB"
-DIM_ENV = "RATATOSKR_MEMORY_EMBEDDING_DIM"
 CONSUMER_ENV = "RATATOSKR_CONSUMER_ID"
 ISSUER_ENV = "RATATOSKR_ISSUER"
 MAX_BODY_ENV = "RATATOSKR_MAX_BODY_BYTES"
@@ -60,8 +62,6 @@ WORKERS_ENV = "RATATOSKR_WORKERS"
 LOG_LEVEL_ENV = "RATATOSKR_LOG_LEVEL"
 LOG_FORMAT_ENV = "RATATOSKR_LOG_FORMAT"
 
-DEFAULT_MEMORY_DB = "./data/memory.db"
-DEFAULT_AFFECT_DB = "./data/affect.db"
 DEFAULT_DIM = 768
 MAX_DIM = 8192  # sqlite-vec's limit for a float vector column
 DEFAULT_HOST = "127.0.0.1"
