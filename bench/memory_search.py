@@ -1,4 +1,4 @@
-"""Search and write benchmark of the memory store (issues 2 and 7).
+"""Search and write benchmark of the memory store (docs/performance.md).
 
 Run as ``python -m bench.memory_search [--quick] [--n N] [--dim D] [--batch B] [--out FILE]``
 (``make bench``: 100k x 768; ``make bench-1m``: 1M x 384, loaded in batches of 1,000).

@@ -1,4 +1,4 @@
-"""Soak (reliability point 7): mixed traffic on both planes against 2 workers for 10 minutes.
+"""Soak (docs/reliability.md): mixed traffic on both planes against 2 workers for 10 minutes.
 
 Reports throughput, p50/p95/p99 per verb and overall, errors (must be 0), worker RSS at the
 start and the end, the largest WAL seen, and the metric files in the multiprocess directory.

@@ -1,4 +1,4 @@
-"""Token abuse at rate (reliability point 9): a flood of invalid tokens against 2 workers.
+"""Token abuse at rate (docs/reliability.md): a flood of invalid tokens against 2 workers.
 
 A separate process sends calls whose token is wrong in every way the verifier checks (other
 key, expired, ``alg: none``, wrong audience, garbage, none at all), mostly on mutating verbs.

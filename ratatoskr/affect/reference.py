@@ -1,7 +1,7 @@
 """The reference affect store: the same verbs and rules in plain Python, held in memory.
 
-It is the oracle of the affect parity suite. It shares the argument rules (``affect_rules``)
-and the cursor format (``storage.cursors``) with the SQLite store and nothing else: no SQL,
+It is the oracle of the affect parity suite. It shares the argument rules (``affect.rules``)
+and the cursor format (``sqlite.cursors``) with the SQLite store and nothing else: no SQL,
 every read a sort and a filter over every item. Given the SQLite store's cursor secret it
 hands out byte-identical cursors, so the two can be compared whole.
 """

@@ -1,6 +1,6 @@
 """The affect plane's verb table: which verbs, which args, and the store call behind each.
 
-Argument rules live in ``affect_rules`` (shared with both stores); this table only routes
+Argument rules live in ``affect.rules`` (shared with both stores); this table only routes
 them so that validation and confinement (``prepare``) run before the replay check and the
 store (``execute``). Cursors are opened by the store, which holds their secret, against the
 already confined filter. Any store with the methods of ``AffectVerbs``

@@ -1,7 +1,7 @@
 """The reference memory store: the same verbs and rules in plain Python, held in memory.
 
 It is the oracle of the parity suite (the contract's ``InMemoryMemoryStore`` is not
-published). It shares the argument rules (``memory_rules``) and the scoring (``cosine``)
+published). It shares the argument rules (``memory.rules``) and the scoring (``cosine``)
 with the SQLite store and nothing else: no SQL, no candidate selection, a brute-force
 filter-then-rank over every record.
 """

@@ -3,9 +3,9 @@
 SQLite's own busy handler (``sqlite3_busy_timeout``) sleeps 1, 2, 5, 10, 15, 20, 25, 25, 25,
 50, 50, 100 ms between tries, so a writer that finds the lock held by a ~15 ms batch of
 another gunicorn worker wakes on average well after it was released, and the file is idle
-in between. Measured with ``make bench-writers`` (500 x 768 per batch): two processes wrote
-fewer chunks per second together than one alone. Here a waiting writer tries again every
-half millisecond (a try is one lock attempt on the WAL index) until the busy timeout.
+in between: two processes writing batches into one file then store fewer chunks per second
+together than one alone. Here a waiting writer tries again every half millisecond (a try is
+one lock attempt on the WAL index) until the busy timeout.
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 
 SQLite's automatic checkpoint runs inside the commit that crosses the threshold: that
 commit copies the whole WAL (64 MB at 1,000 pages of 64 KiB) back into the database file
-and waits for two fsyncs. Measured on the memory plane's bulk writes, that averaged ~10 ms
-of every ~60 ms batch and stalled one batch in ten for ~150 ms. Here the commit's WAL hook
+and waits for two fsyncs, so under bulk writes every few batches one stalls for several
+times its own length, and the copy adds to every batch's average. Here the commit's WAL hook
 only wakes this thread, which runs a PASSIVE checkpoint on its own connection (SQLite
 releases the GIL while it copies and syncs), on the other core.
 

@@ -46,7 +46,7 @@ class IdempotencyTable:
         """True for a replay; ``IdempotencyConflict`` for a reused key; False when new.
 
         ``matches`` judges a stored digest that differs from ``digest`` as text (one the
-        call computes in another form: see ``upsert_digest``)."""
+        call computes in another form: see ``ratatoskr.memory.digest``)."""
         rows = conn.execute(
             f"SELECT digest FROM {self.table} WHERE idempotency_id = ? AND expires_at > ?",
             (iid, now),

@@ -1,4 +1,4 @@
-"""The search that skips SQLite when the mirror is provably current (``memory_hits``): it
+"""The search that skips SQLite when the mirror is provably current (``search/hits.py``): it
 runs without a read transaction only while no commit reached the file, whoever made it; its
 hits equal the SQL-only store's, including records the mirror does not hold (long ones) and
 embeddings sent in float64; and the pieces it relies on (per-row float64 norms, the sort

@@ -1,4 +1,4 @@
-"""``memory_rules.plain_chunk``, the one-pass check of a common record: it accepts a record
+"""``rules.plain_chunk``, the one-pass check of a common record: it accepts a record
 only as ``check_chunk`` (field by field) would, with the same result, and leaves every other
 to it."""
 

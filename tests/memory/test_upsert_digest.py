@@ -1,5 +1,5 @@
 """The ``upsert_many`` digest: replay or conflict exactly as the pinned SHA-256 of canonical
-JSON decides, whichever form the store computes (``upsert_digest.py``)."""
+JSON decides, whichever form the store computes (``ratatoskr/memory/digest.py``)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Abuse (point 8): hostile bodies get a 4xx with the documented code, the server stays up,
+"""Abuse: hostile bodies get a 4xx with the documented code, the server stays up,
 worker memory stays bounded, and a body trickled slowly is cut after the body timeout.
 
 Every abusive call carries a valid token bound to its body, so it reaches the parser and the

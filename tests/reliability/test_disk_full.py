@@ -1,4 +1,4 @@
-"""Fault 1: a write the disk cannot hold answers 503 retryable, and nothing else changes.
+"""A write the disk cannot hold answers 503 retryable, and nothing else changes.
 
 The disk is simulated with ``RATATOSKR_SQLITE_MAX_DB_BYTES`` (``PRAGMA max_page_count``),
 which SQLite enforces exactly as a full disk: ``SQLITE_FULL`` on the write that needs a page

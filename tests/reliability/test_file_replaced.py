@@ -1,4 +1,4 @@
-"""Fault 4: the memory file is replaced, then truncated, under a running server.
+"""The memory file is replaced, then truncated, under a running server.
 
 Tests run as root, where removing permissions does not stop a read, so the file is swapped
 for another one (the original moved aside) and then truncated. Meanwhile the memory plane is

@@ -1,4 +1,4 @@
-"""Fault 2: another process holding the write lock past the busy timeout is a 503 retryable.
+"""Another process holding the write lock past the busy timeout is a 503 retryable.
 
 The lock holder is a separate process in ``BEGIN IMMEDIATE`` on the memory file; it holds
 the lock until the test closes its stdin, so the test never guesses how long it lasts.

@@ -1,4 +1,4 @@
-"""Faults 5 and 6: SIGTERM under load loses nothing acknowledged; a backup taken while
+"""SIGTERM under load loses nothing acknowledged; a backup taken while
 writes run restores into a fresh server with every record acknowledged before it."""
 
 from __future__ import annotations

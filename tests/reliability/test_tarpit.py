@@ -1,4 +1,4 @@
-"""Token abuse at rate (point 9): every 401 is answered only after the tarpit delay, nothing
+"""Token abuse at rate: every 401 is answered only after the tarpit delay, nothing
 else is, and past the cap of held calls a 401 is immediate and closes its connection.
 
 Real ``ratatoskr serve`` processes with one worker (the cap is per worker), real HTTP. The

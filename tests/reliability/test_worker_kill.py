@@ -1,4 +1,4 @@
-"""Fault 3: SIGKILL a worker while it handles a large ``upsert_many``.
+"""SIGKILL a worker while it handles a large ``upsert_many``.
 
 The test finds the worker that holds the call's connection (``/proc/net/tcp`` and the
 workers' descriptors), kills it right after the body is sent, and checks: the client sees

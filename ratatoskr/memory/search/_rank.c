@@ -1,9 +1,9 @@
 /* A mirror search's inner steps in C: the candidate cut of a scoped search in one pass over
- * its rows (memory_ranking), the exact float64 scores of the candidates (cosine.py) and the
+ * its rows (ranking.py), the exact float64 scores of the candidates (cosine.py) and the
  * hits' embeddings as lists of floats, read where the rows lie.
  *
  * A scoped search's first step scores the rows its filter admits in float32 and keeps the
- * few that could belong to the exact top_k (memory_ranking.candidates); the float64 rescore
+ * few that could belong to the exact top_k (ranking.candidates); the float64 rescore
  * that decides the answer follows (_rank_exact.c). In numpy the first step is a dozen calls (a
  * gather or a slice, a mat-vec, a scale, a sort or partitions, comparisons), each with a
  * fixed cost that is most of the work for the ~100 rows of one end_user, and a gather that
@@ -25,8 +25,8 @@
 #define LANES 64 /* independent partial sums: four AVX-512 (eight AVX2) registers, so the
                   * multiply-adds of one row overlap instead of waiting on each other */
 /* Rows asked of memory ahead of the one being scored: a scope's rows are cold (each search
- * reads another user's), and asking early overlaps their reads: 1M x 384, two end_users
- * (~2,000 rows in two runs): 0.66-0.69 -> 0.62-0.63 ms per search. */
+ * reads another user's), and asking early overlaps their reads instead of waiting on each
+ * one in turn. */
 #define PREFETCH_ROWS 4
 #if defined(__GNUC__)
 #define PREFETCH(address) __builtin_prefetch(address)

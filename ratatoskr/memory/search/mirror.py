@@ -9,7 +9,7 @@ workers). A mirror that fell behind the pruned log, or saw the log go backwards 
 file), reloads whole.
 
 Rows are kept grouped by scope: a load sorts them by (tenant, group, end_user, agent_self),
-so one tenant, or one end_user inside it, is a contiguous slice that ``memory_ranking``
+so one tenant, or one end_user inside it, is a contiguous slice that ``ranking.py``
 scores in place instead of gathering it. Writes after the load update a row in place when
 its scope is unchanged and otherwise append to an unsorted tail; when the tail or the dead
 rows grow past a share of the mirror, it reloads (sorted again). Each axis also keeps the
@@ -94,7 +94,7 @@ class VectorMirror:
         self.reloads = 0
         self.loading = False  # read without the lock: searches go to SQL while it is True
         self.generation = 0  # bumped before every change to the rows: a search's proof of
-        # currency (``memory_hits.CurrentMark``) holds only while it stays the same
+        # currency (``hits.CurrentMark``) holds only while it stays the same
         self._starts: list[tuple[npt.NDArray[np.int32], ...] | None] = [None] * len(AXES)
         self._reset(0)
 

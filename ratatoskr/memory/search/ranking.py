@@ -1,6 +1,6 @@
 """Exact top-k over a float32 matrix without copying the rows a scope admits.
 
-The mirror keeps its rows grouped by scope (``memory_mirror.py``), so the rows of a tenant, a
+The mirror keeps its rows grouped by scope (``mirror.py``), so the rows of a tenant, a
 group or an end_user mostly form a few long runs. Scoring a run is a mat-vec over a slice of
 the matrix (a view, no copy); only rows in short runs are gathered. Gathering 10 % of a
 100k x 768 matrix costs about three times the mat-vec itself, which is why this exists.
