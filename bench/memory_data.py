@@ -23,8 +23,7 @@ TOP_K = 10
 WARMUP = 5
 EXACT_CHECKS = 5
 TIE_TOLERANCE = 1e-12
-NOTES_START = "<!-- notes: kept across runs -->"
-NOTES_END = "<!-- /notes -->"
+NOTES_START = "<!-- written by hand from here to the end: kept when the report is regenerated -->"
 WORDS = (
     "prefers tea over coffee asked about the trip to Bergen mentioned a deadline on Friday "
     "likes concise answers allergic to peanuts works on the billing service plays cello"

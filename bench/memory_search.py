@@ -9,7 +9,8 @@ numpy brute-force cosine top-10 over the same float32 vectors and beside plain S
 sqlite-vec ``vec0`` KNN unscoped, the store's scoped candidate statement otherwise), and with
 ``--peers`` beside Chroma and LanceDB (``bench/peers.py``). A few queries per case are checked
 for exactness against a float64 brute force. The report goes to ``--out`` (Markdown; the
-notes section of an existing report is kept); ``memory_report.py`` writes it.
+hand-written part after the marker of an existing report is kept); ``memory_report.py``
+writes it.
 """
 
 from __future__ import annotations
