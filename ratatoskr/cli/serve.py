@@ -100,8 +100,15 @@ def run(args: argparse.Namespace) -> int:
         flush=True,
     )
     from ratatoskr.cli.gunicorn_app import ServeApplication
+    from ratatoskr.server.replication import start_supervisor, stop_supervisor
 
-    ServeApplication(settings).run()
+    # Litestream, when RATATOSKR_REPLICA_URL is set: started before the workers fork, stopped
+    # after the last one has stopped so its final sync covers every acknowledged write
+    replication = start_supervisor(settings)
+    try:
+        ServeApplication(settings).run()
+    finally:
+        stop_supervisor(replication)
     return 0
 
 

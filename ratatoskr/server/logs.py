@@ -47,6 +47,15 @@ ALLOWED_KEYS = frozenset(
         "key_file",
         "bind",
         "workers",
+        # the replication supervisor and Litestream's own lines (server.replication)
+        "source",
+        "replica",
+        "txid",
+        "error",
+        "child_pid",
+        "exit_status",
+        "restarts",
+        "backoff_s",
     }
 )
 CALL_FIELDS = ("request_id", "plane", "verb", "actor", "outcome", "status", "duration_ms")
@@ -96,6 +105,17 @@ def lift_call_line(_: Any, __: str, event_dict: EventDict) -> EventDict:
         event_dict["counts"] = counts
     if fields.get("replayed") is True:
         event_dict["replayed"] = True
+    return event_dict
+
+
+def lift_fields(_: Any, __: str, event_dict: EventDict) -> EventDict:
+    """A record logged with ``extra={"fields": {...}}`` carries its fields there; the
+    allow-list still decides which of them are printed."""
+    record = _record(event_dict)
+    fields = getattr(record, "fields", None) if record is not None else None
+    if isinstance(fields, Mapping):
+        for name, value in fields.items():
+            event_dict.setdefault(str(name), value)
     return event_dict
 
 
@@ -164,6 +184,7 @@ def pre_chain() -> list[Processor]:
         structlog.stdlib.add_logger_name,
         structlog.processors.TimeStamper(fmt="iso", utc=True),
         lift_call_line,
+        lift_fields,
         rebuild_access_line,
         drop_positional_args,
         redact_exception,

@@ -27,6 +27,7 @@ from ratatoskr.sqlite.database import (
     SYNCHRONOUS_ENV,
     DatabaseSettings,
 )
+from ratatoskr.sqlite.replica import ReplicaSettings, replica_settings_from_env
 from ratatoskr.wire.http import (
     DEFAULT_AUTH_TARPIT_MAX,
     DEFAULT_AUTH_TARPIT_MS,
@@ -101,6 +102,8 @@ class Settings:
     log_level: str = "info"
     log_format: str = "json"
     database: DatabaseSettings = field(default_factory=DatabaseSettings)
+    # continuous replication by Litestream (``RATATOSKR_REPLICA_URL``); None: off
+    replica: ReplicaSettings | None = field(default=None, repr=False)
     # where the development key lives when no key setting is given (None otherwise)
     dev_key_file: Path | None = None
     dev_key_generated: bool = False
@@ -217,10 +220,13 @@ def load_settings(
     busy_ms = _int(env, BUSY_TIMEOUT_ENV, DEFAULT_BUSY_TIMEOUT_MS, 1, 600_000)
     max_db = _int(env, MAX_DB_BYTES_ENV, 0, 1 << 20, 1 << 50) or None
     try:
+        replica = replica_settings_from_env(env)
         database = DatabaseSettings(
             synchronous=env.get(SYNCHRONOUS_ENV, "NORMAL") or "NORMAL",
             busy_timeout_ms=busy_ms,
             max_db_bytes=max_db,
+            app_checkpoints=replica is None,
+            replica_max_lag=None if replica is None else replica.max_lag,
         )
     except ValueError as exc:
         raise SettingsError(str(exc)) from None
@@ -251,6 +257,7 @@ def load_settings(
         log_level=_choice(env, LOG_LEVEL_ENV, "info", LOG_LEVELS),
         log_format=_choice(env, LOG_FORMAT_ENV, "json", LOG_FORMATS),
         database=database,
+        replica=replica,
         dev_key_file=dev_key_file,
         dev_key_generated=generated,
     )

@@ -30,6 +30,7 @@ from ratatoskr.core.errors import Unavailable
 from ratatoskr.sqlite.busy import BusyWait
 from ratatoskr.sqlite.checkpointer import Checkpointer
 from ratatoskr.sqlite.filecheck import FileIdentity
+from ratatoskr.sqlite.replica import replication_configured
 
 SYNCHRONOUS_ENV = "RATATOSKR_SQLITE_SYNCHRONOUS"
 SYNCHRONOUS_MODES = ("NORMAL", "FULL", "EXTRA")
@@ -66,6 +67,11 @@ class DatabaseSettings:
     max_db_bytes: int | None = None
     # WAL checkpoints on a thread of their own (``checkpointer.py``), not inside a commit
     background_checkpoint: bool = True
+    # False while Litestream replicates the file (``RATATOSKR_REPLICA_URL``): Litestream owns
+    # the checkpoints, so this process runs none (no thread, ``wal_autocheckpoint=0``)
+    app_checkpoints: bool = field(default_factory=lambda: not replication_configured())
+    # replication lag (seconds) past which health is degraded; None: not replicated
+    replica_max_lag: float | None = None
 
     def __post_init__(self) -> None:
         mode = self.synchronous.upper()
@@ -135,7 +141,8 @@ class Database:
         self._file_problem: str | None = None
         self._file_checked_at = time.monotonic()
         self.checkpointer: Checkpointer | None = None
-        if not self.in_memory and self.settings.background_checkpoint:
+        s = self.settings
+        if not self.in_memory and s.background_checkpoint and s.app_checkpoints:
             self.checkpointer = Checkpointer(lambda: self._connect(create=False, register=False))
         first = self._connect()
         self.identity = None if self.in_memory else FileIdentity.of(path)
@@ -162,6 +169,8 @@ class Database:
         if not self.in_memory:
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute(f"PRAGMA mmap_size={int(s.mmap_size)}")
+            if not s.app_checkpoints:
+                conn.execute("PRAGMA wal_autocheckpoint=0")
         conn.execute(f"PRAGMA synchronous={s.synchronous}")
         conn.execute(f"PRAGMA cache_size=-{int(s.cache_kib)}")
         conn.execute("PRAGMA foreign_keys=ON")

@@ -6,8 +6,9 @@ another schema version;
 ``degraded`` while it serves but needs an operator: the last write of this process could not
 be stored (disk full, until a write succeeds again), the file is over 95 % of its size cap
 (``RATATOSKR_SQLITE_MAX_DB_BYTES``; every worker sees that one), the disk is over 95 % full,
-expired idempotency entries pile up. Infallible: no exception escapes, and a reason never
-holds a path or key.
+expired idempotency entries pile up, or, while replication is on, the file's replica lags
+more than ``RATATOSKR_REPLICA_MAX_LAG`` (or no supervisor reports it). Infallible: no
+exception escapes, and a reason never holds a path or key.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any
 import apsw
 
 from ratatoskr.sqlite.database import Database
+from ratatoskr.sqlite.replica import replica_lag
 
 IDEMPOTENCY_BACKLOG_BOUND = 100_000
 DISK_DEGRADED_FRACTION = 0.95
@@ -59,11 +61,26 @@ def check_health(
                     "status": "degraded",
                     "reason": "disk holding the database is over 95% full",
                 }
+        lagging = _replication_problem(db)
+        if lagging is not None:
+            return {"status": "degraded", "reason": lagging}
         if backlog > IDEMPOTENCY_BACKLOG_BOUND:
             return {"status": "degraded", "reason": "expired idempotency entries need pruning"}
         return {"status": "ok", "reason": None}
     except Exception:  # health is infallible by contract
         return {"status": "down", "reason": "database cannot be read"}
+
+
+def _replication_problem(db: Database) -> str | None:
+    bound = db.settings.replica_max_lag
+    if bound is None or db.in_memory:
+        return None
+    lag = replica_lag(db.path)
+    if lag is None:
+        return "replication is on but its supervisor has not reported"
+    if lag > bound:
+        return f"replication lags {lag:.0f} s, over RATATOSKR_REPLICA_MAX_LAG ({bound:g} s)"
+    return None
 
 
 def _pragma(conn: apsw.Connection, name: str) -> int:

