@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -20,8 +21,10 @@ from ratatoskr.core.filters import FACETS, PLANES, Filter
 from ratatoskr.ops import explore as explore_ops
 from ratatoskr.ops import forget as forget_ops
 from ratatoskr.ops import importer, listing, maintenance
+from ratatoskr.ops import restore as restore_ops
 from ratatoskr.ops.filters import parse_pairs, parse_scope
 from ratatoskr.ops.stores import STORE_ERRORS, Paths, Stores
+from ratatoskr.sqlite.replica import REPLICA_URL_ENV, replica_settings_from_env
 
 Handler = Callable[[argparse.Namespace, Stores], int]
 _ALL_FACETS = sorted({f for facets in FACETS.values() for f in facets})
@@ -189,6 +192,14 @@ def _erase(args: argparse.Namespace, stores: Stores) -> int:
 
 def _stats(args: argparse.Namespace, stores: Stores) -> int:
     report = maintenance.stats(stores)
+    try:
+        replica = replica_settings_from_env(os.environ)
+    except ValueError:  # serve names the problem; stats still shows the files
+        replica = None
+    if replica is not None:
+        report["replication"] = restore_ops.replication_stats(
+            stores.paths, replica.max_lag, time.time()
+        )
     show.emit_json(report) if args.json else show.render_stats(report)
     return 0
 
@@ -213,6 +224,25 @@ def _backup(args: argparse.Namespace, stores: Stores) -> int:
         if "check" in report:
             show.render_check(report["check"])
     return 0 if report.get("check", {"ok": True})["ok"] else 1
+
+
+def _restore(args: argparse.Namespace, stores: Stores) -> int:
+    url = args.source or os.environ.get(REPLICA_URL_ENV, "")
+    if not url.strip():
+        raise ValueError(f"give --from URL or set {REPLICA_URL_ENV}")
+    setting = "--from" if args.source else REPLICA_URL_ENV
+    try:
+        restorer = restore_ops.Restorer(stores.paths, url, setting=setting)
+        report = restorer.run(timestamp=args.timestamp, force=args.force)
+    except restore_ops.RestoreRefused as exc:
+        print(f"ratatoskr admin restore: {exc}", file=sys.stderr)
+        return 1
+    except restore_ops.RestoreFailed as exc:
+        print(f"ratatoskr admin restore: {exc}", file=sys.stderr)
+        return 2
+    report["check"] = maintenance.check(stores)
+    show.emit_json(report) if args.json else show.render_restore(report)
+    return 0 if report["check"]["ok"] else 1
 
 
 def _prune(args: argparse.Namespace, stores: Stores) -> int:
@@ -377,6 +407,25 @@ def register(commands: Any) -> None:
     )
     p.add_argument("--to", required=True, metavar="DIR")
     p.add_argument("--no-verify", action="store_true", help="skip checking the copies")
+
+    p = _add(
+        sub,
+        "restore",
+        "restore both planes (and the jti ledger) from a Litestream replica, then check them",
+        'ratatoskr admin restore --from "$RATATOSKR_REPLICA_URL" --timestamp 2026-12-01T09:30:00Z',
+        _restore,
+        common,
+    )
+    p.add_argument(
+        "--from",
+        dest="source",
+        metavar="URL",
+        help=f"the replica URL ratatoskr serve replicated to (default {REPLICA_URL_ENV})",
+    )
+    p.add_argument(
+        "--timestamp", metavar="TIME", help="the state as of this ISO 8601 time (default: latest)"
+    )
+    p.add_argument("--force", action="store_true", help="replace files that exist")
 
     _add(
         sub,

@@ -144,6 +144,48 @@ def render_stats(report: dict[str, Any]) -> None:
         out.print(
             f"jti ledger {ledger['path']}: {ledger['entries']:,} ({ledger['expired']:,} expired)"
         )
+    if "replication" in report:
+        render_replication(report["replication"])
+
+
+def render_replication(info: dict[str, Any]) -> None:
+    out = console()
+    table = _table(out, f"replication (degraded past {info['max_lag_s']:g} s, {info['setting']})")
+    for name in ("file", "status", "lag", "litestream", "restarts", "replica"):
+        table.add_column(name, justify="right" if name in ("lag", "restarts") else "left")
+    for name, state in info["files"].items():
+        if not state["reporting"]:
+            table.add_row(name, state["status"], "", "no supervisor has reported", "", "")
+            continue
+        table.add_row(
+            name,
+            state["status"],
+            f"{state['lag_s']:,.1f} s",
+            "running" if state["litestream_running"] else "not running",
+            str(state["restarts"]),
+            state["replica"],
+        )
+    out.print(table)
+
+
+def render_restore(report: dict[str, Any]) -> None:
+    out = console()
+    when = report["timestamp"] or "the latest position"
+    out.print(f"restored from {report['from']} as of {when}")
+    table = _table(out, "restored files")
+    for name in ("file", "position", "replicated at", "size", "took", "path"):
+        right = name in ("size", "took")
+        table.add_column(
+            name, justify="right" if right else "left", no_wrap=name != "path", overflow="fold"
+        )
+    for name, info in report["files"].items():
+        at = info.get("replicated_at") or "?"
+        took = f"{info['seconds']:.1f} s"
+        table.add_row(name, info["txid"], at, _bytes(info["bytes"]), took, info["path"])
+    out.print(table)
+    for name in report["skipped"]:
+        out.print(f"{name}: the replica holds none; it starts empty")
+    render_check(report["check"])
 
 
 def render_check(report: dict[str, Any]) -> None:

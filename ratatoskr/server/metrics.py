@@ -99,6 +99,14 @@ class Metrics:
             multiprocess_mode="livemostrecent",
             registry=r,
         )
+        self.replica_lag = Gauge(
+            "ratatoskr_replication_lag_seconds",
+            "Seconds since Litestream last brought a plane's replica up to date (+Inf: no "
+            "supervisor reports it); only while RATATOSKR_REPLICA_URL is set",
+            ["plane"],
+            multiprocess_mode="livemostrecent",
+            registry=r,
+        )
         self._known_verbs: dict[str, frozenset[str]] = {"handshake": frozenset({"handshake"})}
 
     def know_planes(self, planes: Iterable[Plane]) -> None:
@@ -132,6 +140,9 @@ class Metrics:
             if stored is None:
                 continue
             self.db_bytes.labels(name).set(stored)
+            lag = _replication_lag(plane.store)
+            if lag is not None:
+                self.replica_lag.labels(name).set(lag)
             for kind, count in _record_counts(plane.store).items():
                 # the gauge has always named kinds in the plural: chunks, states, events
                 self.records.labels(name, f"{kind}s").set(count)
@@ -154,6 +165,18 @@ def _storage_bytes(store: Any) -> int | None:
         return None
     try:
         return cast(int | None, measure())
+    except Exception:
+        return None
+
+
+def _replication_lag(store: Any) -> float | None:
+    """The store's replication lag (``SqliteAdmin.replication_lag``); None when it is not
+    replicated or has no such method."""
+    measure = getattr(store, "replication_lag", None)
+    if measure is None:
+        return None
+    try:
+        return cast(float | None, measure())
     except Exception:
         return None
 

@@ -70,10 +70,11 @@ def replication_configured(env: Mapping[str, str] | None = None) -> bool:
     return bool(env.get(REPLICA_URL_ENV, "").strip())
 
 
-def check_replica_url(raw: str) -> str:
-    """The URL, stripped, if Litestream can replicate to it; the error never quotes it."""
+def check_replica_url(raw: str, setting: str = REPLICA_URL_ENV) -> str:
+    """The URL, stripped, if Litestream can replicate to it; the error names ``setting``
+    and never quotes the URL."""
     url = raw.strip()
-    wanted = f"{REPLICA_URL_ENV} must be a Litestream replica URL ({', '.join(SCHEMES)})"
+    wanted = f"{setting} must be a Litestream replica URL ({', '.join(SCHEMES)})"
     if not url or len(url) > MAX_URL_CHARS or not url.isprintable() or " " in url:
         raise ValueError(wanted)
     try:
@@ -84,9 +85,9 @@ def check_replica_url(raw: str) -> str:
         raise ValueError(wanted)
     if parts.scheme.lower() == "file":
         if parts.netloc or not parts.path.startswith("/") or parts.path.rstrip("/") == "":
-            raise ValueError(f"{REPLICA_URL_ENV}: a file replica is file:///absolute/dir")
+            raise ValueError(f"{setting}: a file replica is file:///absolute/dir")
     elif not parts.netloc:
-        raise ValueError(f"{REPLICA_URL_ENV}: the URL names no bucket, container or host")
+        raise ValueError(f"{setting}: the URL names no bucket, container or host")
     return url
 
 

