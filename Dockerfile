@@ -26,8 +26,9 @@ RUN apt-get update \
     && rm -rf /var/lib/apt/lists/* /src \
     && python -c "from ratatoskr.memory.vector_pack import ACCELERATED; assert ACCELERATED" \
     && python -c "from ratatoskr.memory.accelerators import RANK as RANK_ACCELERATED; assert RANK_ACCELERATED" \
-    && mkdir -p /data /tmp/ratatoskr-metrics \
-    && chown ratatoskr:ratatoskr /data /tmp/ratatoskr-metrics
+    && python -c "from ratatoskr.sqlite.replica import litestream_binary; assert litestream_binary()" \
+    && mkdir -p /data /backups /tmp/ratatoskr-metrics \
+    && chown ratatoskr:ratatoskr /data /backups /tmp/ratatoskr-metrics
 
 WORKDIR /app
 COPY deploy ./deploy

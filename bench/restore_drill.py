@@ -149,7 +149,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--chunks", type=int, default=100_000)
     parser.add_argument("--dim", type=int, default=768)
     args = parser.parse_args(argv)
-    for sync_ms in [int(x) for x in args.sync_ms.split(",") if x]:
+    intervals = [int(x) for x in args.sync_ms.split(",") if x] if args.drills else []
+    for sync_ms in intervals:
         runs = []
         for _ in range(args.drills):
             with tempfile.TemporaryDirectory(prefix="ratatoskr-drill-") as tmp:

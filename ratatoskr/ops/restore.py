@@ -43,6 +43,7 @@ from ratatoskr.sqlite.replica import (
 
 RESTORE_TIMEOUT = 3600
 SIDECARS = ("", "-wal", "-shm", "-journal")
+_NOT_IN_RANGE = "timestamp does not exist"  # Litestream's words for a time out of its range
 _WITHHELD_PREFIXES = ("RATATOSKR_", "PROMETHEUS_")
 
 
@@ -163,16 +164,19 @@ class Restorer:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(temporary + suffix)
         source = replica_url_for(self.url, target.name)
-        args = ["restore", "-json", "-if-replica-exists", "-o", temporary]
-        if when is not None:
-            args += ["-timestamp", when]
         started = time.perf_counter()
-        done = self._litestream(*args, source)
+        done = self._restore(source, temporary, when)
+        if done.returncode != 0 and when is not None and _NOT_IN_RANGE in done.stderr:
+            # Litestream refuses a time after the replica's last change; the state as of
+            # then is its latest one. A time before its first change stays refused.
+            if self._begins_before(target.name, when):
+                done = self._restore(source, temporary, None)
+            else:
+                raise RestoreFailed(f"{target.name}: the replica begins after {when}")
         seconds = time.perf_counter() - started
         if done.returncode != 0:
-            detail = scrub(
-                done.stderr.strip().splitlines()[-1] if done.stderr.strip() else "", self.secrets
-            )
+            lines = done.stderr.strip().splitlines()
+            detail = scrub(lines[-1] if lines else "", self.secrets)
             raise RestoreFailed(
                 f"{target.name}: litestream restore failed: {detail or 'no detail'}"
             )
@@ -194,6 +198,36 @@ class Restorer:
         }
         return temporary, info
 
+    def _restore(
+        self, source: str, output: str, when: str | None
+    ) -> subprocess.CompletedProcess[str]:
+        args = ["restore", "-json", "-if-replica-exists", "-o", output]
+        if when is not None:
+            args += ["-timestamp", when]
+        return self._litestream(*args, source)
+
+    def _listing(self, name: str) -> list[dict[str, Any]]:
+        """The replica's LTX files of every level (whole-second timestamps)."""
+        done = self._litestream("ltx", "-level", "all", "-json", replica_url_for(self.url, name))
+        if done.returncode != 0:
+            return []
+        try:
+            listing = orjson.loads(done.stdout)
+        except orjson.JSONDecodeError:
+            return []
+        return [item for item in listing if isinstance(item, dict)]
+
+    def _begins_before(self, name: str, when: str) -> bool:
+        """Whether the replica's first file is surely older than ``when`` (a whole second
+        earlier, the listing's resolution)."""
+        moment = datetime.fromisoformat(when.replace("Z", "+00:00")).timestamp()
+        firsts = [
+            datetime.fromisoformat(str(item["timestamp"]).replace("Z", "+00:00")).timestamp()
+            for item in self._listing(name)
+            if item.get("timestamp")
+        ]
+        return bool(firsts) and min(firsts) + 1 <= moment
+
     def _replace(self, target: Target, temporary: str) -> None:
         for suffix in SIDECARS:
             with contextlib.suppress(FileNotFoundError):
@@ -205,17 +239,12 @@ class Restorer:
     def _replicated_at(self, name: str, txid: str) -> str | None:
         """When the restored position reached the replica: the earliest LTX file ending at
         it (Litestream's listing has whole seconds)."""
-        done = self._litestream("ltx", "-level", "all", "-json", replica_url_for(self.url, name))
-        if done.returncode != 0 or not txid:
-            return None
-        try:
-            listing = orjson.loads(done.stdout)
-        except orjson.JSONDecodeError:
+        if not txid:
             return None
         times = sorted(
-            str(item.get("timestamp"))
-            for item in listing
-            if isinstance(item, dict) and item.get("max_txid") == txid and item.get("timestamp")
+            str(item["timestamp"])
+            for item in self._listing(name)
+            if item.get("max_txid") == txid and item.get("timestamp")
         )
         return times[0] if times else None
 

@@ -46,6 +46,7 @@ from ratatoskr.server.replication import (
     litestream_config,
 )
 from ratatoskr.sqlite.replica import (
+    CREDENTIAL_ENV,
     ReplicaSettings,
     ReplicaState,
     litestream_binary,
@@ -161,7 +162,11 @@ class Supervisor:
     def _run_once(self) -> int:
         """One Litestream run; its exit status (negative: the signal that ended it)."""
         cmd = [self.binary, "replicate", "-config", self.config_path, "-no-expand-env"]
-        env = {k: v for k, v in os.environ.items() if not k.startswith(_WITHHELD_PREFIXES)}
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith(_WITHHELD_PREFIXES) and not (k in CREDENTIAL_ENV and not v)
+        }
         try:
             process = subprocess.Popen(
                 cmd,

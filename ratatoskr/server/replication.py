@@ -93,7 +93,7 @@ def litestream_config(
     - ``busy-timeout``: Litestream's own lock waits stay under half of ratatoskr's, so a
       checkpoint it cannot run gives up before a write queued behind it would time out;
     - checkpoints: PASSIVE at ratatoskr's own threshold (1,000 pages), the blocking TRUNCATE
-      at the WAL size ratatoskr bounds itself to (512 MiB) whatever the page size.
+      at the WAL size ratatoskr bounds itself to (500 MiB) whatever the page size.
     """
     half = max(50, sync_interval_ms // 2)
     busy = max(100, min(1000, busy_timeout_ms // 2))

@@ -14,6 +14,8 @@ from typing import Any
 
 import pytest
 
+from ratatoskr.server.replication import SUPERVISOR_STOP_SECONDS
+
 ROOT = Path(__file__).resolve().parents[2]
 DOCKER_COMPOSE = shutil.which("docker-compose")
 NAMES = ("worker_class", "max_requests", "control_socket_disable", "graceful_timeout", "timeout")
@@ -51,8 +53,12 @@ def test_docker_compose_config_validates() -> None:
     assert done.returncode == 0, done.stderr
     grace = re.search(r"stop_grace_period:\s*(\d+)s", done.stdout)
     assert grace is not None
-    assert int(grace.group(1)) > gunicorn_settings()["graceful_timeout"]
+    # the workers' graceful stop, then Litestream's final sync (the supervisor's wait)
+    last_sync = SUPERVISOR_STOP_SECONDS + 2
+    assert int(grace.group(1)) > gunicorn_settings()["graceful_timeout"] + last_sync
     assert "heimdall_key" in done.stdout and "ratatoskr-data" in done.stdout
+    for setting in ("RATATOSKR_REPLICA_URL", "RATATOSKR_REPLICA_MAX_LAG", "ratatoskr-backups"):
+        assert setting in done.stdout
 
 
 def test_gunicorn_settings_are_the_production_ones() -> None:

@@ -153,3 +153,41 @@ def test_a_port_another_server_listens_on_is_refused(tmp_path: Path) -> None:
         )
     assert done.returncode == 2
     assert f"port {port} on 127.0.0.1 is in use" in done.stderr
+
+
+def test_replication_settings_and_what_they_change(tmp_path: Path) -> None:
+    key = {"RATATOSKR_HEIMDALL_KEY": "k" * 32}
+    off = load_settings(key, cwd=tmp_path)
+    assert off.replica is None and off.database.app_checkpoints
+    assert off.database.replica_max_lag is None
+    url = "s3://backups/ratatoskr?endpoint=http%3A%2F%2F127.0.0.1%3A9000"
+    on = load_settings({**key, "RATATOSKR_REPLICA_URL": url}, cwd=tmp_path)
+    assert on.replica is not None and on.replica.url == url
+    assert (on.replica.max_lag, on.replica.sync_interval_ms) == (60, 2000)
+    assert not on.database.app_checkpoints and on.database.replica_max_lag == 60
+    assert url not in repr(on)
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("RATATOSKR_REPLICA_URL", "ftp://backups/secret-path-31"),
+        ("RATATOSKR_REPLICA_URL", "file://relative/secret-path-31"),
+        ("RATATOSKR_REPLICA_MAX_LAG", "0"),
+        ("RATATOSKR_REPLICA_SYNC_INTERVAL_MS", "10"),
+    ],
+)
+def test_bad_replication_settings_are_named_and_never_quoted(
+    tmp_path: Path, name: str, value: str
+) -> None:
+    env = {"RATATOSKR_HEIMDALL_KEY": "k" * 32, "RATATOSKR_REPLICA_URL": "file:///backups/r"}
+    with pytest.raises(SettingsError, match=name) as caught:
+        load_settings({**env, name: value}, cwd=tmp_path)
+    assert "secret-path-31" not in str(caught.value)
+
+
+def test_serve_refuses_a_bad_replica_url_naming_the_setting(tmp_path: Path) -> None:
+    done = _serve(tmp_path, RATATOSKR_REPLICA_URL="gopher://host/secret-path-31")
+    assert done.returncode == 2
+    assert "RATATOSKR_REPLICA_URL" in done.stderr
+    assert "secret-path-31" not in done.stderr + done.stdout

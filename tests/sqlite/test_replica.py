@@ -1,0 +1,137 @@
+"""What replication changes in the SQLite layer: no checkpoints of ratatoskr's own while
+Litestream replicates a file, a health that says when the replica lags, and the URL
+helpers that keep its credentials out of sight."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from ratatoskr.affect.store import open_affect_store
+from ratatoskr.server.litestream_supervisor import parse_time
+from ratatoskr.server.replication import litestream_config, page_size_of, replicated_files
+from ratatoskr.sqlite.database import DatabaseSettings
+from ratatoskr.sqlite.replica import (
+    ReplicaState,
+    check_replica_url,
+    redact_url,
+    replica_lag,
+    replica_url_for,
+    scrub,
+    url_secrets,
+    write_state,
+)
+from tests.sqlite.test_checkpointer import open_db, write_rows
+
+
+def test_while_replicated_the_file_gets_no_checkpoint_of_ours(tmp_path: Path) -> None:
+    own = open_db(tmp_path / "own.db")
+    assert own.checkpointer is not None
+    own.close()
+    replicated = open_db(tmp_path / "replicated.db", app_checkpoints=False)
+    try:
+        assert replicated.checkpointer is None
+        conn = replicated.connection()
+        assert conn.execute("PRAGMA wal_autocheckpoint").fetchall()[0][0] == 0
+        write_rows(replicated, 0, 1500)  # past SQLite's 1,000-page autocheckpoint
+        wal = os.path.getsize(str(tmp_path / "replicated.db") + "-wal")
+        assert wal > 1500 * 8192  # every frame still in the WAL: Litestream checkpoints
+    finally:
+        replicated.close()
+
+
+def test_the_checkpoint_default_follows_the_replica_setting(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("RATATOSKR_REPLICA_URL", raising=False)
+    assert DatabaseSettings().app_checkpoints is True
+    monkeypatch.setenv("RATATOSKR_REPLICA_URL", "file:///backups/ratatoskr")
+    assert DatabaseSettings().app_checkpoints is False  # admin commands on the same files
+
+
+def test_health_degrades_when_the_replica_lags_or_nobody_reports(tmp_path: Path) -> None:
+    path = str(tmp_path / "affect.db")
+    settings = DatabaseSettings(app_checkpoints=False, replica_max_lag=5)
+    store = open_affect_store(path, settings=settings)
+    try:
+        quiet = store.health()
+        assert quiet["status"] == "degraded" and "not reported" in quiet["reason"]
+        now = time.time()
+        write_state(path, ReplicaState(replica="file:///r/affect", since=now, last_sync_at=now))
+        assert store.health() == {"status": "ok", "reason": None}
+        stale = ReplicaState(replica="file:///r/affect", since=now - 60, last_sync_at=now - 9)
+        write_state(path, stale)
+        lagging = store.health()
+        assert lagging["status"] == "degraded"
+        assert "lags 9 s" in lagging["reason"] and "RATATOSKR_REPLICA_MAX_LAG" in lagging["reason"]
+        assert path not in lagging["reason"]
+    finally:
+        store.close()
+    unreplicated = open_affect_store(str(tmp_path / "other.db"))
+    assert unreplicated.health()["status"] == "ok"  # no setting: state files do not matter
+    unreplicated.close()
+
+
+def test_the_lag_counts_from_the_start_until_a_first_sync() -> None:
+    state = ReplicaState(replica="s3://b/p/memory", since=100.0)
+    assert state.lag(130.0) == 30.0
+    state.last_sync_at = 125.0
+    assert state.lag(130.0) == 5.0
+    assert replica_lag("/nonexistent/memory.db") is None
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "",
+        "ftp://host/zzmarker",
+        "file://zzmarker/dir",
+        "file:///?zzmarker",
+        "s3:///zzmarker",
+        "s3://bucket/zzmarker and space",
+        "/just/a/zzmarker",
+    ],
+)
+def test_a_url_litestream_cannot_use_is_refused_without_quoting_it(url: str) -> None:
+    with pytest.raises(ValueError, match="RATATOSKR_REPLICA_URL") as caught:
+        check_replica_url(url)
+    assert "zzmarker" not in str(caught.value)
+
+
+def test_each_file_replicates_under_its_name_and_secrets_are_scrubbed() -> None:
+    base = "sftp://backup:hunter22@vault.internal:2222/ratatoskr?key=abc123"
+    assert replica_url_for(base, "memory").endswith("/ratatoskr/memory?key=abc123")
+    assert replica_url_for("s3://bucket/prefix/", "jti") == "s3://bucket/prefix/jti"
+    assert redact_url(base) == "sftp://vault.internal:2222/ratatoskr"
+    secrets = url_secrets(base, {"AWS_SECRET_ACCESS_KEY": "aws-secret-value"})
+    text = f"dial {base}: password hunter22 rejected (aws-secret-value, abc123)"
+    cleaned = scrub(text, secrets)
+    for secret in ("hunter22", "abc123", "aws-secret-value", base):
+        assert secret not in cleaned
+
+
+def test_litestream_times_parse_to_the_microsecond() -> None:
+    assert parse_time("2026-12-01T09:28:19.175770673Z") == pytest.approx(1796117299.17577)
+    assert parse_time("2026-12-01T09:28:19Z") == 1796117299.0
+    assert parse_time(None) is None and parse_time("soon") is None
+
+
+def test_the_config_leaves_checkpoints_to_litestream_with_bounds_of_ours(tmp_path: Path) -> None:
+    memory = tmp_path / "memory.db"
+    open_db(memory, page_size=65536).close()
+    files = replicated_files(str(memory), str(tmp_path / "affect.db"))
+    assert [f.name for f in files] == ["memory", "affect", "jti"]
+    assert files[2].path == str(tmp_path / "memory.jti.db")
+    config = litestream_config(files, "s3://bucket/p", "/tmp/x.sock", 2000, 5000)
+    db = config["dbs"][0]
+    assert page_size_of(str(memory)) == 65536
+    assert db["truncate-page-n"] == 8000  # 500 MiB of 64 KiB pages
+    assert config["dbs"][1]["truncate-page-n"] == 128000  # 4 KiB pages (no file yet)
+    assert db["monitor-interval"] == db["replica"]["sync-interval"] == "1000ms"
+    assert db["busy-timeout"] == "1000ms" and db["min-checkpoint-page-count"] == 1000
+    assert db["replica"]["max-sync-ltx-files"] == 0
+    assert db["replica"]["url"] == "s3://bucket/p/memory"
+    assert config["socket"] == {"enabled": True, "path": "/tmp/x.sock", "permissions": 0o600}
