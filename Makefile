@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: run test lint bench bench-quick bench-1m bench-http bench-writers soak soak-steady token-flood clean
+.PHONY: run test lint bench bench-quick bench-1m bench-http bench-writers bench-restore soak soak-steady token-flood clean
 
 # setup.py builds the optional C accelerators with the machine's C compiler
 $(STAMP): pyproject.toml setup.py ratatoskr/memory/_pack.c $(wildcard ratatoskr/memory/search/_rank*)
@@ -62,6 +62,10 @@ soak-steady: $(STAMP)
 
 token-flood: $(STAMP)
 	$(PY) -m bench.token_flood
+
+# the disaster drill's recovery point and the restore of 100k chunks (docs/reliability.md)
+bench-restore: $(STAMP)
+	$(PY) -m bench.restore_drill
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -151,11 +151,11 @@ def render_stats(report: dict[str, Any]) -> None:
 def render_replication(info: dict[str, Any]) -> None:
     out = console()
     table = _table(out, f"replication (degraded past {info['max_lag_s']:g} s, {info['setting']})")
-    for name in ("file", "status", "lag", "litestream", "restarts", "replica"):
+    for name in ("file", "status", "lag", "litestream", "restarts"):
         table.add_column(name, justify="right" if name in ("lag", "restarts") else "left")
     for name, state in info["files"].items():
         if not state["reporting"]:
-            table.add_row(name, state["status"], "", "no supervisor has reported", "", "")
+            table.add_row(name, state["status"], "", "no supervisor has reported", "")
             continue
         table.add_row(
             name,
@@ -163,26 +163,27 @@ def render_replication(info: dict[str, Any]) -> None:
             f"{state['lag_s']:,.1f} s",
             "running" if state["litestream_running"] else "not running",
             str(state["restarts"]),
-            state["replica"],
         )
     out.print(table)
+    for name, state in info["files"].items():
+        if state["reporting"]:
+            out.print(f"{name} -> {state['replica']}", soft_wrap=True)
 
 
 def render_restore(report: dict[str, Any]) -> None:
     out = console()
     when = report["timestamp"] or "the latest position"
-    out.print(f"restored from {report['from']} as of {when}")
+    out.print(f"restored from {report['from']} as of {when}", soft_wrap=True)
     table = _table(out, "restored files")
-    for name in ("file", "position", "replicated at", "size", "took", "path"):
-        right = name in ("size", "took")
-        table.add_column(
-            name, justify="right" if right else "left", no_wrap=name != "path", overflow="fold"
-        )
+    for name in ("file", "position", "replicated at", "size", "took"):
+        table.add_column(name, justify="right" if name in ("size", "took") else "left")
     for name, info in report["files"].items():
         at = info.get("replicated_at") or "?"
         took = f"{info['seconds']:.1f} s"
-        table.add_row(name, info["txid"], at, _bytes(info["bytes"]), took, info["path"])
+        table.add_row(name, info["txid"], at, _bytes(info["bytes"]), took)
     out.print(table)
+    for name, info in report["files"].items():
+        out.print(f"{name} -> {info['path']}", soft_wrap=True)
     for name in report["skipped"]:
         out.print(f"{name}: the replica holds none; it starts empty")
     render_check(report["check"])

@@ -94,10 +94,10 @@ class AckLog:
 
     def lost_seconds(self, found: Mapping[str, int], killed_at: float) -> float:
         """How long before the kill the earliest acknowledged write the restore lacks was
-        acknowledged (0 when none is missing)."""
+        acknowledged (0 when none is missing, or only what was answered as the kill landed)."""
         for acked_at, revs in self.acks:
             if any(found.get(x, 0) < rev for x, rev in revs.items() if x not in self.uncertain):
-                return killed_at - acked_at
+                return max(0.0, killed_at - acked_at)
         return 0.0
 
 
