@@ -73,10 +73,15 @@ logconfig_dict = logging_config(_level, _format)
 
 
 def on_starting(server: Any) -> None:
-    """Master, before the first worker: samples of an earlier run must not be summed."""
+    """Master, before the first worker: samples of an earlier run must not be summed; under
+    a bare ``gunicorn -c`` (``ratatoskr serve`` does it itself) replication starts here."""
     from ratatoskr.server.metrics import wipe_multiprocess_dir
 
     wipe_multiprocess_dir()
+    if getattr(server.app, "settings", None) is None:
+        from ratatoskr.server.replication import start_from_env
+
+        server.ratatoskr_replication = start_from_env()
 
 
 def child_exit(server: Any, worker: Any) -> None:
@@ -94,5 +99,9 @@ def release_multiproc_dir() -> None:
 
 
 def on_exit(server: Any) -> None:
-    """Master, at exit: the metrics directory goes with the server that made it."""
+    """Master, at exit (after the last worker): replication started here stops, and the
+    metrics directory goes with the server that made it."""
+    from ratatoskr.server.replication import stop_supervisor
+
+    stop_supervisor(getattr(server, "ratatoskr_replication", None))
     release_multiproc_dir()

@@ -260,7 +260,10 @@ class Supervisor:
 
     def _poll_loop(self) -> None:
         while not self.stopping.wait(self.poll_interval):
-            self._poll()
+            try:
+                self._poll()
+            except Exception:  # the lag then grows: health says so, the log says why
+                logger.exception("replication state not written")
 
     def _poll(self) -> None:
         synced = self._last_syncs()
@@ -347,7 +350,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                 supervisor.stop()
 
     threading.Thread(target=orphaned, name="replica-parent", daemon=True).start()
-    return supervisor.run()
+    try:
+        return supervisor.run()
+    except Exception:  # frames and type only (the formatter's redaction), then health degrades
+        logger.exception("replication supervisor failed")
+        return 1
 
 
 if __name__ == "__main__":

@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ratatoskr.server.settings import Settings
+from ratatoskr.server.settings import Settings, load_settings
 from ratatoskr.sqlite.checkpointer import INLINE_PAGES, WAKE_PAGES
 from ratatoskr.sqlite.jti import JtiLedger, ledger_beside
 from ratatoskr.sqlite.replica import ReplicaState, redact_url, replica_url_for, write_state
@@ -158,6 +158,12 @@ def start_supervisor(settings: Settings) -> subprocess.Popen[bytes] | None:
         # safe here: the master has started no thread yet
         preexec_fn=die_with_parent,
     )
+
+
+def start_from_env() -> subprocess.Popen[bytes] | None:
+    """``start_supervisor`` for a bare ``gunicorn -c deploy/gunicorn.conf.py``, whose
+    workers read the same environment (``app_from_env``)."""
+    return start_supervisor(load_settings())
 
 
 def stop_supervisor(process: subprocess.Popen[bytes] | None) -> None:
