@@ -23,6 +23,7 @@ from ratatoskr.sqlite.cursors import codec_for
 from ratatoskr.sqlite.database import Database
 from ratatoskr.sqlite.idempotency import IdempotencyTable
 from ratatoskr.sqlite.record_sql import Table
+from ratatoskr.sqlite.replica import replica_lag
 
 
 class SqliteAdmin:
@@ -125,6 +126,14 @@ class SqliteAdmin:
         if self.db.in_memory:
             return None
         return sum(upkeep.sizes(self.db))
+
+    def replication_lag(self) -> float | None:
+        """Seconds the file's replica lags (``sqlite.replica``; inf when replication is on
+        but no supervisor reports it); None when the file is not replicated."""
+        if self.db.in_memory or self.db.settings.replica_max_lag is None:
+            return None
+        lag = replica_lag(self.db.path)
+        return float("inf") if lag is None else lag
 
     def stats(self) -> dict[str, Any]:
         now = self.clock()
