@@ -65,6 +65,7 @@ STABLE_RUN = 60.0
 STOP_GRACE = SHUTDOWN_SYNC_SECONDS + 2
 LEVELS = {"DEBUG": logging.DEBUG, "INFO": logging.INFO, "WARN": logging.WARNING}
 LEVELS |= {"WARNING": logging.WARNING, "ERROR": logging.ERROR}
+WORKDIR_PREFIX = "ratatoskr-litestream-"
 # the variables Litestream is not given: the server's own (its key above all)
 _WITHHELD_PREFIXES = ("RATATOSKR_", "PROMETHEUS_")
 
@@ -99,7 +100,8 @@ class Supervisor:
         self.binary = binary
         self.secrets = url_secrets(replica.url)
         self.poll_interval = min(1.0, max(0.1, replica.sync_interval_ms / 2000))
-        self.workdir = tempfile.mkdtemp(prefix="ratatoskr-litestream-")
+        sweep_stale_workdirs()
+        self.workdir = tempfile.mkdtemp(prefix=f"{WORKDIR_PREFIX}{os.getpid()}-")
         self.config_path = os.path.join(self.workdir, "litestream.yml")
         self.socket_path = os.path.join(self.workdir, "control.sock")
         config = litestream_config(
@@ -305,6 +307,31 @@ class Supervisor:
             state.restarts = self.restarts
             with contextlib.suppress(OSError):
                 write_state(file.path, state)
+
+
+def sweep_stale_workdirs() -> None:
+    """Remove the private directories of supervisors that are gone (a SIGKILL leaves its
+    config, which may hold the URL's credentials): ``ratatoskr-litestream-<pid>-*`` of this
+    user whose process no longer exists."""
+    root = tempfile.gettempdir()
+    for name in os.listdir(root):
+        if not name.startswith(WORKDIR_PREFIX):
+            continue
+        pid = name[len(WORKDIR_PREFIX) :].partition("-")[0]
+        path = os.path.join(root, name)
+        with contextlib.suppress(OSError):
+            if pid.isdigit() and os.stat(path).st_uid == os.getuid() and not _alive(int(pid)):
+                shutil.rmtree(path, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def log(level: int, event: str, **fields: Any) -> None:

@@ -23,6 +23,7 @@ from typing import Any
 
 import httpx
 
+from ratatoskr.server.litestream_supervisor import sweep_stale_workdirs
 from ratatoskr.sqlite.replica import read_state
 from tests.reliability.common import chunk, put, revisions, state, upsert
 from tests.server.harness import Server, poll
@@ -128,6 +129,7 @@ def kill_everything(server: Server) -> float:
     server.process.wait(timeout=10)
     for pid in (found.litestream_pid, found.supervisor_pid):
         poll(lambda p=pid: None if _alive(p) else True, 10, "the killed processes to go")
+    sweep_stale_workdirs()  # what the next supervisor would do: the killed one left its config
     return killed_at
 
 

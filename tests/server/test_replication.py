@@ -8,7 +8,11 @@ variable a value, neither of which may reach a log line, an error or ``/metrics`
 from __future__ import annotations
 
 import os
+import shutil
 import signal
+import subprocess
+import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,6 +21,7 @@ import httpx
 import orjson
 import pytest
 
+from ratatoskr.server.litestream_supervisor import WORKDIR_PREFIX, sweep_stale_workdirs
 from ratatoskr.sqlite.replica import ReplicaState, read_state
 from tests.reliability.common import chunk, ready, upsert
 from tests.reliability.replica_drill import admin, replica_env, wait_replicated
@@ -149,3 +154,21 @@ def test_without_a_replica_url_nothing_replicates(server: Server) -> None:
     assert not list((server.root / "data").glob(".*-litestream"))
     assert _lag_samples(server) == {}
     assert ready(server.url)[1]["planes"]["memory"]["status"] == "ok"
+
+
+def test_a_killed_supervisors_private_config_is_swept_by_the_next() -> None:
+    gone = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    dead = Path(tempfile.mkdtemp(prefix=f"{WORKDIR_PREFIX}{gone.stdout.strip()}-"))
+    live = Path(tempfile.mkdtemp(prefix=f"{WORKDIR_PREFIX}{os.getpid()}-"))
+    (dead / "litestream.yml").write_text("{}")
+    try:
+        sweep_stale_workdirs()
+        assert not dead.exists() and live.exists()
+    finally:
+        shutil.rmtree(dead, ignore_errors=True)
+        shutil.rmtree(live, ignore_errors=True)
