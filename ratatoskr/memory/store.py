@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import replace
 from typing import Any
 
 import apsw
@@ -34,6 +35,7 @@ from ratatoskr.sqlite.idempotency import (
 from ratatoskr.sqlite.scope_sql import COLUMNS, placeholders, scope_condition
 
 CHANGES_KEPT = 200_000
+PAGE_SIZE = 65536  # for new files; an existing file keeps the page size it was made with
 _idem = IdempotencyTable("memory_idempotency")
 
 
@@ -246,7 +248,9 @@ def open_memory_store(
         directory = os.path.dirname(os.path.abspath(db_path))
         if not os.path.isdir(directory) or not os.access(directory, os.W_OK):
             raise ValueError("the memory database directory does not exist or is not writable")
-    settings = settings or DatabaseSettings(page_size=65536)
+    settings = settings or DatabaseSettings()
+    if settings.page_size is None:  # a new file's pages hold whole 768-d vectors
+        settings = replace(settings, page_size=PAGE_SIZE)
     db = Database(db_path, memory_migrations(embedding_dim), settings)
     with db.read() as conn:
         stored = conn.execute(

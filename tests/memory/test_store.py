@@ -20,6 +20,7 @@ from ratatoskr.core.errors import (
 )
 from ratatoskr.memory.reference import ReferenceMemoryStore
 from ratatoskr.memory.store import RatatoskrMemoryStore, open_memory_store
+from ratatoskr.server.settings import load_settings
 from tests.memory.helpers import CTX, DIM, chunk, vec
 
 V1_CAPS = {
@@ -78,6 +79,19 @@ def test_reopen(tmp_path: Path) -> None:
         "replayed": True,
     }
     second.close()
+
+
+def test_a_new_file_gets_64_kib_pages_whatever_the_settings(tmp_path: Path) -> None:
+    """The server passes its own database settings (no page size): a file it creates gets
+    the store's page size all the same, as one opened with the defaults does."""
+    for name, settings in (
+        ("plain.db", None),
+        ("served.db", load_settings({"RATATOSKR_HEIMDALL_KEY": "k" * 32}).database),
+    ):
+        s = open_memory_store(str(tmp_path / name), embedding_dim=DIM, settings=settings)
+        with s.db.read() as conn:
+            assert conn.execute("PRAGMA page_size").fetchall()[0][0] == 65536
+        s.close()
 
 
 def test_open_rejects_bad_dimension(tmp_path: Path) -> None:
