@@ -19,6 +19,7 @@ from ratatoskr.core.locations import DEFAULT_AFFECT_DB as DEFAULT_AFFECT_DB
 from ratatoskr.core.locations import DEFAULT_MEMORY_DB as DEFAULT_MEMORY_DB
 from ratatoskr.core.locations import DIM_ENV as DIM_ENV
 from ratatoskr.core.locations import MEMORY_DB_ENV as MEMORY_DB_ENV
+from ratatoskr.core.locations import env_int
 from ratatoskr.server.threads import DEFAULT_STORE_THREADS, MAX_STORE_THREADS
 from ratatoskr.sqlite.database import (
     BUSY_TIMEOUT_ENV,
@@ -110,16 +111,7 @@ class Settings:
 
 
 def _int(env: Mapping[str, str], name: str, default: int, low: int, high: int) -> int:
-    raw = env.get(name, "").strip()
-    if not raw:
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise SettingsError(f"{name} must be an integer between {low} and {high}") from None
-    if not low <= value <= high:
-        raise SettingsError(f"{name} must be an integer between {low} and {high}")
-    return value
+    return env_int(env, name, default, low, high, SettingsError)
 
 
 def _choice(env: Mapping[str, str], name: str, default: str, choices: tuple[str, ...]) -> str:

@@ -28,6 +28,8 @@ from urllib.parse import unquote, urlsplit
 
 import orjson
 
+from ratatoskr.core.locations import env_int
+
 REPLICA_URL_ENV = "RATATOSKR_REPLICA_URL"
 MAX_LAG_ENV = "RATATOSKR_REPLICA_MAX_LAG"
 SYNC_INTERVAL_ENV = "RATATOSKR_REPLICA_SYNC_INTERVAL_MS"
@@ -91,19 +93,6 @@ def check_replica_url(raw: str, setting: str = REPLICA_URL_ENV) -> str:
     return url
 
 
-def _int(env: Mapping[str, str], name: str, default: int, low: int, high: int) -> int:
-    raw = env.get(name, "").strip()
-    if not raw:
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ValueError(f"{name} must be an integer between {low} and {high}") from None
-    if not low <= value <= high:
-        raise ValueError(f"{name} must be an integer between {low} and {high}")
-    return value
-
-
 def replica_settings_from_env(env: Mapping[str, str]) -> ReplicaSettings | None:
     """The replication settings, or None when ``RATATOSKR_REPLICA_URL`` is not set."""
     if not replication_configured(env):
@@ -116,8 +105,8 @@ def replica_settings_from_env(env: Mapping[str, str]) -> ReplicaSettings | None:
         )
     return ReplicaSettings(
         url=url,
-        max_lag=_int(env, MAX_LAG_ENV, DEFAULT_MAX_LAG, 1, 86_400),
-        sync_interval_ms=_int(env, SYNC_INTERVAL_ENV, DEFAULT_SYNC_INTERVAL_MS, 100, 600_000),
+        max_lag=env_int(env, MAX_LAG_ENV, DEFAULT_MAX_LAG, 1, 86_400),
+        sync_interval_ms=env_int(env, SYNC_INTERVAL_ENV, DEFAULT_SYNC_INTERVAL_MS, 100, 600_000),
     )
 
 
