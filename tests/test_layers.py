@@ -32,7 +32,18 @@ ALLOWED: dict[str, set[str]] = {
     "ops": {"core", "sqlite", "postgres", "memory", "affect"},
     "server": {"core", "sqlite", "postgres", "memory", "affect", "wire", "ops"},
     "client": {"core", "wire"},
-    "cli": {"core", "sqlite", "postgres", "memory", "affect", "wire", "ops", "server", "client"},
+    "cli": {
+        "core",
+        "sqlite",
+        "postgres",
+        "memory",
+        "affect",
+        "wire",
+        "ops",
+        "server",
+        "client",
+        "console",
+    },
     "console": {"core", "sqlite", "postgres", "memory", "affect", "ops", "server"},
 }
 

@@ -288,6 +288,25 @@ def _import(args: argparse.Namespace, stores: Stores) -> int:
     return 0
 
 
+def _ui(args: argparse.Namespace, stores: Stores) -> int:
+    from ratatoskr.console.serve import serve
+
+    return serve(
+        stores,
+        host=args.host,
+        port=args.port,
+        allow_remote=args.allow_remote,
+        operator=args.operator,
+    )
+
+
+def _port(value: str) -> int:
+    port = int(value)
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError("a port is 0..65535 (0: any free one)")
+    return port
+
+
 # -- registration ------------------------------------------------------------------------
 
 
@@ -452,3 +471,20 @@ def register(commands: Any) -> None:
     p.add_argument(
         "--batch", type=int, default=importer.DEFAULT_BATCH, help="records per call, 1..1000"
     )
+
+    p = _add(
+        sub,
+        "ui",
+        "a local web console: explore, drill down, open a record, forget and erase",
+        "ratatoskr admin ui --port 8765   # then open the URL it prints",
+        _ui,
+        common,
+    )
+    p.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
+    p.add_argument("--port", type=_port, default=8765, help="default 8765; 0 picks a free one")
+    p.add_argument(
+        "--allow-remote",
+        action="store_true",
+        help="allow a host other machines can reach (plain HTTP: prefer an SSH tunnel)",
+    )
+    p.add_argument("--operator", help="who the audit log names (default: your login name)")

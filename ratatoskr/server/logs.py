@@ -56,6 +56,9 @@ ALLOWED_KEYS = frozenset(
         "exit_status",
         "restarts",
         "backoff_s",
+        # the operator console's audit lines (console.audit): which record, opened from where
+        "record_id",
+        "client",
     }
 )
 CALL_FIELDS = ("request_id", "plane", "verb", "actor", "outcome", "status", "duration_ms")

@@ -1,0 +1,239 @@
+"""The POST actions: open one record, and forget or erase behind a dry run and a typed
+confirmation. Each answers with an HTML fragment the page's script puts in place.
+
+A removal runs only when the operator typed the confirmation phrase: the value of the node
+or subject (``end_user=bob`` -> ``bob``), or for a selection of ids the number of ids
+selected. The phrase is worked out again here from the same inputs, never trusted from
+the page.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from starlette.datastructures import FormData
+from starlette.requests import Request
+from starlette.responses import Response
+
+from ratatoskr.console import audit
+from ratatoskr.console import tree as tree_view
+from ratatoskr.console.render import page
+from ratatoskr.console.state import Console, Refused, read_form
+from ratatoskr.core.scope import AXES
+from ratatoskr.ops import forget as forget_ops
+from ratatoskr.ops import listing
+from ratatoskr.ops.filters import PLANES
+from ratatoskr.ops.stores import Stores
+
+Handler = Callable[[Console, Request], Awaitable[Response]]
+
+
+def _client(request: Request) -> str:
+    return request.client.host if request.client is not None else "unknown"
+
+
+def _plane(value: object) -> str:
+    if value not in PLANES:
+        raise Refused(f"the plane must be one of {', '.join(PLANES)}")
+    return str(value)
+
+
+@dataclass(frozen=True)
+class Target:
+    """What a forget removes: a node of one plane (its path) or a selection of its ids."""
+
+    plane: str
+    path: list[tuple[str, str]]
+    ids: list[str]
+
+    @classmethod
+    def read(cls, form: FormData) -> Target:
+        plane = _plane(form.get("plane"))
+        if form.get("mode") == "ids":
+            ids = list(dict.fromkeys(str(v) for v in form.getlist("id") if str(v)))
+            if not ids:
+                raise Refused("select at least one record first")
+            return cls(plane, [], ids)
+        path = tree_view.parse_path(plane, [str(v) for v in form.getlist("at")])
+        if not path:
+            raise Refused("refusing an empty filter: pick a node below the plane, or records")
+        return cls(plane, path, [])
+
+    @property
+    def phrase(self) -> str:
+        return str(len(self.ids)) if self.ids else self.path[-1][1]
+
+    @property
+    def title(self) -> str:
+        if self.ids:
+            return f"{len(self.ids):,} selected {self.plane} record(s)"
+        return f"{self.plane} node {' '.join(f'{f}={v}' for f, v in self.path)}"
+
+    def counts(self, stores: Stores, *, dry_run: bool) -> dict[str, int]:
+        store = stores.get(self.plane)
+        if self.ids:
+            return forget_ops.forget(store, self.plane, ids=self.ids, dry_run=dry_run)
+        flt = tree_view.filter_of(self.plane, self.path)
+        return forget_ops.forget(store, self.plane, flt=flt, dry_run=dry_run)
+
+    def after_href(self) -> str:
+        """Where the counts are seen again: the node's parent (the node is gone)."""
+        return tree_view.href(self.plane, self.path[:-1] if self.path else [])
+
+
+def _subject(form: FormData) -> dict[str, str]:
+    scope = {axis: str(form.get(axis, "")).strip() for axis in AXES}
+    scope = {axis: value for axis, value in scope.items() if value}
+    if not scope:
+        raise Refused("refusing an empty subject: give at least one scope value")
+    return scope
+
+
+def _subject_phrase(scope: dict[str, str]) -> str:
+    """The most specific value named: ``tenant=acme end_user=bob`` is confirmed by ``bob``."""
+    return [scope[a] for a in AXES if a in scope][-1]
+
+
+def _confirmed(form: FormData, phrase: str) -> bool:
+    return str(form.get("confirm", "")).strip() == phrase
+
+
+async def open_record(console: Console, request: Request) -> Response:
+    plane = _plane(request.path_params.get("plane"))
+    form = await read_form(request)
+    record_id = str(form.get("id", ""))
+    if not record_id:
+        raise Refused("open needs a record id")
+    hits = await console.run(lambda s: listing.get_records(s.get(plane), plane, [record_id]))
+    audit.record_opened(
+        actor=console.operator,
+        client=_client(request),
+        plane=plane,
+        record_id=record_id,
+        found=len(hits),
+    )
+    return page(
+        "record.html", console.context(request, plane=plane, record_id=record_id, hits=hits)
+    )
+
+
+def _confirm_page(
+    console: Console, request: Request, context: dict[str, Any], status: int = 200
+) -> Response:
+    return page("confirm.html", console.context(request, **context), status)
+
+
+async def forget_preview(console: Console, request: Request) -> Response:
+    target = Target.read(await read_form(request))
+    counts = await console.run(lambda s: target.counts(s, dry_run=True))
+    return _confirm_page(console, request, _forget_context(target, counts))
+
+
+def _forget_context(target: Target, counts: dict[str, int]) -> dict[str, Any]:
+    return {
+        "action": "/forget",
+        "what": "forget",
+        "title": target.title,
+        "planes": {target.plane: counts},
+        "phrase": target.phrase,
+        "phrase_hint": "the number of selected records" if target.ids else "the node's value",
+        "hidden": [("plane", target.plane), ("mode", "ids" if target.ids else "node")]
+        + [("at", f"{f}={v}") for f, v in target.path]
+        + [("id", i) for i in target.ids],
+        "total": sum(counts.values()),
+        "error": None,
+    }
+
+
+async def forget(console: Console, request: Request) -> Response:
+    form = await read_form(request)
+    target = Target.read(form)
+    if not _confirmed(form, target.phrase):
+        counts = await console.run(lambda s: target.counts(s, dry_run=True))
+        context = _forget_context(target, counts)
+        context["error"] = f"nothing removed: type {target.phrase} exactly to confirm"
+        return _confirm_page(console, request, context, 400)
+    counts = await console.run(lambda s: target.counts(s, dry_run=False))
+    audit.removed(
+        actor=console.operator,
+        client=_client(request),
+        what="forget",
+        counts={target.plane: counts},
+    )
+    return page(
+        "removed.html",
+        console.context(
+            request,
+            title=target.title,
+            planes={target.plane: counts},
+            after_href=target.after_href(),
+            warnings=[],
+        ),
+    )
+
+
+def _erase_context(scope: dict[str, str], report: dict[str, Any]) -> dict[str, Any]:
+    planes = {
+        p: {k: n for k, n in c.items() if not isinstance(n, bool)}
+        for p, c in report["planes"].items()
+    }
+    return {
+        "action": "/erase",
+        "what": "erase",
+        "title": "subject " + " ".join(f"{a}={v}" for a, v in scope.items()) + " from both planes",
+        "planes": planes,
+        "phrase": _subject_phrase(scope),
+        "phrase_hint": "the subject's value",
+        "hidden": list(scope.items()),
+        "total": sum(sum(c.values()) for c in planes.values()),
+        "error": None,
+    }
+
+
+async def erase_preview(console: Console, request: Request) -> Response:
+    scope = _subject(await read_form(request))
+    report = await console.run(lambda s: forget_ops.erase(s, scope, dry_run=True))
+    return _confirm_page(console, request, _erase_context(scope, report))
+
+
+async def erase(console: Console, request: Request) -> Response:
+    form = await read_form(request)
+    scope = _subject(form)
+    phrase = _subject_phrase(scope)
+    if not _confirmed(form, phrase):
+        report = await console.run(lambda s: forget_ops.erase(s, scope, dry_run=True))
+        context = _erase_context(scope, report)
+        context["error"] = f"nothing removed: type {phrase} exactly to confirm"
+        return _confirm_page(console, request, context, 400)
+    report = await console.run(lambda s: forget_ops.erase(s, scope, dry_run=False))
+    audit.removed(
+        actor=console.operator, client=_client(request), what="erase", counts=report["planes"]
+    )
+    warnings = [
+        f"the {plane} WAL is still held by a reader; erase again when the server is idle "
+        "to truncate it"
+        for plane, counts in report["planes"].items()
+        if counts.get("wal_truncated") is False
+    ]
+    context = _erase_context(scope, report)
+    return page(
+        "removed.html",
+        console.context(
+            request,
+            title=context["title"],
+            planes=context["planes"],
+            after_href="/",
+            warnings=warnings,
+        ),
+    )
+
+
+HANDLERS: dict[str, Handler] = {
+    "open_record": open_record,
+    "forget_preview": forget_preview,
+    "forget": forget,
+    "erase_preview": erase_preview,
+    "erase": erase,
+}

@@ -1,0 +1,125 @@
+"""The GET pages: overview (health, stats), a plane's tree and a node's records, the erase
+form, check. None of them changes a file, and none shows record content."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+from urllib.parse import urlencode
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from ratatoskr.console import tree as tree_view
+from ratatoskr.console.render import page
+from ratatoskr.console.state import Console, Refused
+from ratatoskr.core.scope import AXES
+from ratatoskr.ops import explore as explore_ops
+from ratatoskr.ops import listing, maintenance
+from ratatoskr.ops.filters import PLANES
+from ratatoskr.ops.stores import Stores
+
+Handler = Callable[[Console, Request], Awaitable[Response]]
+
+
+def _int(request: Request, name: str, default: int, maximum: int) -> int:
+    raw = request.query_params.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        return listing.check_limit(int(raw), maximum, name)
+    except ValueError:
+        raise Refused(f"{name} must be an integer in 1..{maximum:,}") from None
+
+
+def _plane(request: Request) -> str:
+    plane = str(request.path_params.get("plane", ""))
+    if plane not in PLANES:
+        raise Refused(f"no plane {plane!r}: the planes are {', '.join(PLANES)}", 404)
+    return plane
+
+
+async def overview(console: Console, request: Request) -> Response:
+    def work(stores: Stores) -> dict[str, Any]:
+        present = stores.present()
+        health = {plane: stores.get(plane).health() for plane in present}
+        return {
+            "present": present,
+            "missing": {p: stores.paths.of(p) for p in PLANES if p not in present},
+            "health": health,
+            "stats": maintenance.stats(stores) if present else {"planes": {}, "jti": []},
+        }
+
+    found = await console.run(work)
+    return page(
+        "overview.html", console.context(request, title="Overview", section="overview", **found)
+    )
+
+
+async def tree(console: Console, request: Request) -> Response:
+    plane = _plane(request)
+    path = tree_view.parse_path(plane, request.query_params.getlist("at"))
+    by = request.query_params.get("by") or None
+    limit = _int(request, "limit", explore_ops.DEFAULT_BUCKETS, explore_ops.MAX_BUCKETS)
+    size = _int(request, "size", listing.DEFAULT_LIST_LIMIT, listing.MAX_LIST_LIMIT)
+    cursor = request.query_params.get("cursor") or None
+
+    def work(stores: Stores) -> dict[str, Any]:
+        if not stores.exists(plane):
+            raise Refused(f"no {plane} database at {stores.paths.of(plane)}", 404)
+        store = stores.get(plane)
+        drawn = tree_view.build(store, plane, path, by=by, limit=limit)
+        flt = tree_view.filter_of(plane, path)
+        records = listing.list_records(store, plane, flt, limit=size, cursor=cursor)
+        return {"tree": drawn, "records": records}
+
+    found = await console.run(work)
+    records = found["records"]["records"]
+    keep = {k: request.query_params.get(k) for k in ("by", "limit", "size")}
+    next_cursor = found["records"]["next_cursor"]
+    erase_scope = [(f, v) for f, v in path if f in AXES]
+    return page(
+        "tree.html",
+        console.context(
+            request,
+            title=f"{plane} plane",
+            section=plane,
+            plane=plane,
+            axes=[a for a in AXES if any(a in r["scope"] for r in records)],
+            here=path,
+            erase_href="/erase?" + urlencode(erase_scope) if erase_scope else None,
+            next_href=tree_view.href(plane, path, **keep, cursor=next_cursor)
+            if next_cursor
+            else None,
+            first_href=tree_view.href(plane, path, **keep) if cursor else None,
+            **found,
+        ),
+    )
+
+
+async def erase_form(console: Console, request: Request) -> Response:
+    given = {axis: request.query_params.get(axis, "") for axis in AXES}
+    return page(
+        "erase.html",
+        console.context(request, title="Erase a subject", section="erase", given=given),
+    )
+
+
+async def check(console: Console, request: Request) -> Response:
+    def work(stores: Stores) -> dict[str, Any]:
+        if not stores.present():
+            raise Refused("no plane database found", 404)
+        return maintenance.check(stores)
+
+    report = await console.run(work)
+    return page(
+        "check.html", console.context(request, title="Check", section="check", report=report)
+    )
+
+
+HANDLERS: dict[str, Handler] = {
+    "overview": overview,
+    "tree": tree,
+    "erase_form": erase_form,
+    "check": check,
+}
