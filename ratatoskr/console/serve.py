@@ -64,7 +64,7 @@ def serve(
     allow_remote: bool = False,
     operator: str | None = None,
 ) -> int:
-    """Serve until interrupted; 0 on a clean stop."""
+    """Serve until Ctrl-C (or SIGTERM); 0 on that stop."""
     warning = check_host(host, allow_remote=allow_remote)
     if not stores.present():
         paths = ", ".join(stores.paths.of(p) for p in ("memory", "affect"))
@@ -100,5 +100,8 @@ def serve(
         server_header=False,
         proxy_headers=False,
     )
-    uvicorn.Server(config).run(sockets=[sock])
+    try:
+        uvicorn.Server(config).run(sockets=[sock])
+    except KeyboardInterrupt:  # uvicorn re-raises the Ctrl-C it shut down on: a normal stop
+        pass
     return 0
