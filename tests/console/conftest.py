@@ -43,7 +43,11 @@ URL_LINE = re.compile(r"(http://127\.0\.0\.1:(\d+))/\?token=([A-Za-z0-9_-]+)")
 # (id, scope, origin): memory chunks; bob lives in two tenants, acme has chunks with no user
 CHUNKS: list[tuple[str, dict[str, str], str | None]] = [
     *[
-        (f"c-alice-{i}", {"tenant": "acme", "end_user": "alice", **({"agent_self": "a1"} if i < 3 else {})}, "chat" if i % 2 else "doc")
+        (
+            f"c-alice-{i}",
+            {"tenant": "acme", "end_user": "alice", **({"agent_self": "a1"} if i < 3 else {})},
+            "chat" if i % 2 else "doc",
+        )
         for i in range(6)
     ],
     *[(f"c-bob-{i}", {"tenant": "acme", "end_user": "bob"}, "chat") for i in range(4)],
@@ -107,10 +111,22 @@ class ConsoleProcess:
     def __init__(self, root: Path, files: Files) -> None:
         self.stdout_path = root / "console.stdout"
         self.stderr_path = root / "console.stderr"
-        env = clean_env({"RATATOSKR_MEMORY_DB": str(files.memory), "RATATOSKR_AFFECT_DB": str(files.affect)})
+        env = clean_env(
+            {"RATATOSKR_MEMORY_DB": str(files.memory), "RATATOSKR_AFFECT_DB": str(files.affect)}
+        )
         with open(self.stdout_path, "wb") as out, open(self.stderr_path, "wb") as err:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "ratatoskr", "admin", "ui", "--port", "0", "--operator", OPERATOR],
+                [
+                    sys.executable,
+                    "-m",
+                    "ratatoskr",
+                    "admin",
+                    "ui",
+                    "--port",
+                    "0",
+                    "--operator",
+                    OPERATOR,
+                ],
                 stdout=out,
                 stderr=err,
                 env=env,
