@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: run test lint bench bench-quick bench-1m bench-http bench-writers bench-restore soak soak-steady token-flood clean
+.PHONY: run test lint console-screenshots bench bench-quick bench-1m bench-http bench-writers bench-restore soak soak-steady token-flood clean
 
 # setup.py builds the optional C accelerators with the machine's C compiler
 $(STAMP): pyproject.toml setup.py ratatoskr/memory/_pack.c $(wildcard ratatoskr/memory/search/_rank*)
@@ -26,6 +26,10 @@ lint: $(STAMP)
 test: lint
 	HYPOTHESIS_PROFILE=ci $(PY) -m pytest -q
 	HYPOTHESIS_PROFILE=ci RATATOSKR_NO_ACCELERATORS=1 $(PY) -m pytest -q tests/memory tests/affect tests/sqlite
+
+# the console's main views, as the browser tests see them, into docs/console/ (docs/operations.md)
+console-screenshots: $(STAMP)
+	RATATOSKR_CONSOLE_SCREENSHOTS=docs/console $(PY) -m pytest -q tests/console/test_browser.py
 
 # 100k x 768 (with Chroma and LanceDB when the optional extra is installed:
 # pip install -e '.[peers]'; without it they are skipped), then 1M x 384, then upsert_many

@@ -92,6 +92,13 @@ class Metrics:
             multiprocess_mode="livemostrecent",
             registry=r,
         )
+        self.db_max_bytes = Gauge(
+            "ratatoskr_db_max_bytes",
+            "A plane file's size cap (RATATOSKR_SQLITE_MAX_DB_BYTES); absent when uncapped",
+            ["plane"],
+            multiprocess_mode="livemostrecent",
+            registry=r,
+        )
         self.health = Gauge(
             "ratatoskr_plane_health",
             "Plane health: 2 ok, 1 degraded, 0 down",
@@ -143,6 +150,9 @@ class Metrics:
             lag = _replication_lag(plane.store)
             if lag is not None:
                 self.replica_lag.labels(name).set(lag)
+            cap = _size_cap(plane.store)
+            if cap is not None:
+                self.db_max_bytes.labels(name).set(cap)
             for kind, count in _record_counts(plane.store).items():
                 # the gauge has always named kinds in the plural: chunks, states, events
                 self.records.labels(name, f"{kind}s").set(count)
@@ -179,6 +189,13 @@ def _replication_lag(store: Any) -> float | None:
         return cast(float | None, measure())
     except Exception:
         return None
+
+
+def _size_cap(store: Any) -> int | None:
+    """The file size cap a SQLite store was opened with (``RATATOSKR_SQLITE_MAX_DB_BYTES``);
+    None when uncapped or for a store with no such cap."""
+    cap = getattr(getattr(getattr(store, "db", None), "settings", None), "max_db_bytes", None)
+    return cap if isinstance(cap, int) and cap > 0 else None
 
 
 def _record_counts(store: AdminStore) -> dict[str, int]:

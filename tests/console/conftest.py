@@ -77,8 +77,10 @@ class Files:
 
 
 def fill(root: Path) -> Files:
-    """Write the records through the stores' own calls, content marked."""
-    files = Files(root / "memory.db", root / "affect.db")
+    """Write the records through the stores' own calls, content marked, into ``root/data``
+    (where the admin commands look by default)."""
+    (root / "data").mkdir()
+    files = Files(root / "data" / "memory.db", root / "data" / "affect.db")
     memory = open_memory_store(str(files.memory), embedding_dim=DIM)
     chunks: list[dict[str, Any]] = []
     for n, (cid, scope, origin) in enumerate(CHUNKS):
@@ -106,14 +108,13 @@ def fill(root: Path) -> Files:
 
 
 class ConsoleProcess:
-    """``python -m ratatoskr admin ui --port 0``, its stdout and stderr in files."""
+    """``python -m ratatoskr admin ui --port 0`` in the files' directory (so on its default
+    ``./data`` paths), its stdout and stderr in files."""
 
     def __init__(self, root: Path, files: Files) -> None:
         self.stdout_path = root / "console.stdout"
         self.stderr_path = root / "console.stderr"
-        env = clean_env(
-            {"RATATOSKR_MEMORY_DB": str(files.memory), "RATATOSKR_AFFECT_DB": str(files.affect)}
-        )
+        env = clean_env({})
         with open(self.stdout_path, "wb") as out, open(self.stderr_path, "wb") as err:
             self.proc = subprocess.Popen(
                 [
@@ -130,7 +131,7 @@ class ConsoleProcess:
                 stdout=out,
                 stderr=err,
                 env=env,
-                cwd=root,
+                cwd=files.memory.parent.parent,
             )
         found = poll(self._url_line, 30, "the console's URL line")
         self.base, self.port, self.secret = found.group(1), int(found.group(2)), found.group(3)
