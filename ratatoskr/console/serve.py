@@ -9,6 +9,7 @@ secret in the first URL never reaches a log).
 
 from __future__ import annotations
 
+import contextlib
 import getpass
 import ipaddress
 import os
@@ -100,8 +101,7 @@ def serve(
         server_header=False,
         proxy_headers=False,
     )
-    try:
+    # uvicorn re-raises the Ctrl-C it shut down on: for the console that is a normal stop
+    with contextlib.suppress(KeyboardInterrupt):
         uvicorn.Server(config).run(sockets=[sock])
-    except KeyboardInterrupt:  # uvicorn re-raises the Ctrl-C it shut down on: a normal stop
-        pass
     return 0
