@@ -107,3 +107,19 @@ def test_the_affect_tree_drills_by_scope_and_kind(
     assert page.locator("table.records thead").inner_text().split()[1:3] == ["kind", "id"]
     no_content(page)
     assert len(STATES) + len(EVENTS) == len(records)
+
+
+def test_buckets_cut_by_the_limit_are_counted_and_reachable(
+    console: ConsoleProcess, files: Files, page: Page
+) -> None:
+    chunks = stored(files)["chunk"]
+    page.goto(console.url.replace("/?", "/tree/memory?limit=1&"))
+    assert buckets(page, "tenant") == {"acme": 12}
+    summary = page.locator(".tree .summary").last
+    expect(summary).to_contain_text("total 17 · missing 0 · more buckets 1")
+    follow(summary.get_by_role("link", name="show up to 5"))
+    assert buckets(page, "tenant") == brute(chunks, "tenant")[0]
+    # a node whose value the limit cut from its siblings is still drawn, with its count
+    page.goto(console.base + "/tree/memory?at=tenant%3Dbeta&limit=1")
+    assert buckets(page, "tenant") == {"acme": 12, "beta": 5}
+    expect(page.locator('.tree a[aria-current="page"]')).to_contain_text("beta")
