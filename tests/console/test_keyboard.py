@@ -80,6 +80,12 @@ def test_the_console_works_from_the_keyboard(
     for path in ("/", "/erase", "/check", "/tree/affect"):
         page.goto(console.base + path)
         accessible(page)
+    expect(
+        page.get_by_role("navigation", name="Sections").get_by_role("link", name="Check")
+    ).to_be_visible()
+    page.goto(console.base + "/check")
+    expect(page.get_by_role("status")).to_have_text("check passed")
+    expect(page.get_by_role("heading", name="memory: ok")).to_be_visible()
     page.set_viewport_size({"width": 1024, "height": 700})
     page.goto(console.base + "/tree/memory?at=tenant%3Dacme&at=end_user%3Dalice&by=origin")
     accessible(page)
