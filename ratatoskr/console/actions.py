@@ -21,10 +21,10 @@ from ratatoskr.console import audit
 from ratatoskr.console import tree as tree_view
 from ratatoskr.console.render import page
 from ratatoskr.console.state import Console, Refused, read_form
+from ratatoskr.core.filters import PLANES
 from ratatoskr.core.scope import AXES
 from ratatoskr.ops import forget as forget_ops
 from ratatoskr.ops import listing
-from ratatoskr.ops.filters import PLANES
 from ratatoskr.ops.stores import Stores
 
 Handler = Callable[[Console, Request], Awaitable[Response]]
@@ -74,9 +74,9 @@ class Target:
     def counts(self, stores: Stores, *, dry_run: bool) -> dict[str, int]:
         store = stores.get(self.plane)
         if self.ids:
-            return forget_ops.forget(store, self.plane, ids=self.ids, dry_run=dry_run)
+            return forget_ops.forget(store, ids=self.ids, dry_run=dry_run)
         flt = tree_view.filter_of(self.plane, self.path)
-        return forget_ops.forget(store, self.plane, flt=flt, dry_run=dry_run)
+        return forget_ops.forget(store, flt=flt, dry_run=dry_run)
 
     def after_href(self) -> str:
         """Where the counts are seen again: the node's parent (the node is gone)."""
@@ -106,7 +106,7 @@ async def open_record(console: Console, request: Request) -> Response:
     record_id = str(form.get("id", ""))
     if not record_id:
         raise Refused("open needs a record id")
-    hits = await console.run(lambda s: listing.get_records(s.get(plane), plane, [record_id]))
+    hits = await console.run(lambda s: listing.get_records(s.get(plane), [record_id]))
     audit.record_opened(
         actor=console.operator,
         client=_client(request),

@@ -13,10 +13,10 @@ from starlette.responses import Response
 from ratatoskr.console import tree as tree_view
 from ratatoskr.console.render import page
 from ratatoskr.console.state import Console, Refused
+from ratatoskr.core.filters import PLANES
 from ratatoskr.core.scope import AXES
 from ratatoskr.ops import explore as explore_ops
 from ratatoskr.ops import listing, maintenance
-from ratatoskr.ops.filters import PLANES
 from ratatoskr.ops.stores import Stores
 
 Handler = Callable[[Console, Request], Awaitable[Response]]

@@ -15,8 +15,9 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlencode
 
+from ratatoskr.core.filters import FACETS, Filter
 from ratatoskr.ops import explore as explore_ops
-from ratatoskr.ops.filters import FACETS, Filter, narrow
+from ratatoskr.ops.filters import narrow
 from ratatoskr.ops.stores import PlaneStore
 
 Pair = tuple[str, str]

@@ -49,9 +49,7 @@ def stored(files: Files) -> dict[str, list[dict[str, Any]]]:
     affect = open_affect_store(str(files.affect))
     try:
         chunks = memory.get_many([c[0] for c in CHUNKS])
-        hits = listing.get_records(
-            affect, "affect", [s[0] for s in STATES] + [e[0] for e in EVENTS]
-        )
+        hits = listing.get_records(affect, [s[0] for s in STATES] + [e[0] for e in EVENTS])
     finally:
         memory.close()
         affect.close()
