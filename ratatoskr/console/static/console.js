@@ -47,6 +47,8 @@ document.addEventListener("click", (event) => {
 
 document.addEventListener("keydown", (event) => {
   if (event.key !== "Escape") return;
-  const open = document.querySelector(".result:not([hidden])");
+  // the panel holding the focus, else the first one open
+  const focused = document.activeElement && document.activeElement.closest(".result");
+  const open = focused || document.querySelector(".result:not([hidden])");
   if (open) close(open);
 });
