@@ -127,7 +127,7 @@ def render_stats(report: dict[str, Any]) -> None:
             records.add_row(plane, kind, f"{count:,}")
     out.print(records)
     files = _table(out, "files")
-    for name in ("plane", "file", "WAL", "idempotency", "expired", "schema", "dim"):
+    for name in ("plane", "file", "WAL", "idempotency", "expired", "schema", "dim", "sync"):
         files.add_column(name, justify="left" if name == "plane" else "right")
     for plane, info in report["planes"].items():
         files.add_row(
@@ -138,11 +138,13 @@ def render_stats(report: dict[str, Any]) -> None:
             f"{info['idempotency_expired']:,}",
             f"{info['schema_version']} of {info['schema_latest']}",
             str(info.get("embedding_dim", "")),
+            str(info.get("synchronous", "")),
         )
     out.print(files)
     for ledger in report["jti"]:
         out.print(
-            f"jti ledger {ledger['path']}: {ledger['entries']:,} ({ledger['expired']:,} expired)"
+            f"jti ledger {ledger['path']}: {ledger['entries']:,} ({ledger['expired']:,} expired),"
+            f" synchronous {ledger['synchronous']}"
         )
     if "replication" in report:
         render_replication(report["replication"])

@@ -107,7 +107,7 @@ class AdminStore(Protocol):
         """What ``admin stats`` shows: at least ``records`` (per kind),
         ``idempotency_entries``, ``idempotency_expired`` (at the store's clock),
         ``schema_version`` and ``schema_latest``; backend-specific keys besides (SQLite:
-        ``file_bytes``, ``wal_bytes``; memory: ``embedding_dim``)."""
+        ``file_bytes``, ``wal_bytes``, ``synchronous``; memory: ``embedding_dim``)."""
         ...
 
     def check(self) -> list[str]:

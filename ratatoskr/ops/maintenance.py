@@ -27,7 +27,8 @@ def _require_some(stores: Stores) -> list[str]:
 
 
 def stats(stores: Stores) -> dict[str, Any]:
-    """Records per plane and kind, file and WAL sizes, cache sizes, schema versions."""
+    """Records per plane and kind, file and WAL sizes, cache sizes, schema versions, and the
+    durability mode (``synchronous``) this process opens the files with."""
     out: dict[str, Any] = {"planes": {}, "jti": []}
     for plane in _require_some(stores):
         out["planes"][plane] = {"path": stores.paths.of(plane), **stores.get(plane).stats()}
@@ -36,7 +37,12 @@ def stats(stores: Stores) -> dict[str, Any]:
             ledger = JtiLedger(path, clock=stores.clock)
             try:
                 out["jti"].append(
-                    {"path": path, "entries": ledger.count(), "expired": ledger.expired()}
+                    {
+                        "path": path,
+                        "entries": ledger.count(),
+                        "expired": ledger.expired(),
+                        "synchronous": ledger.db.settings.synchronous,
+                    }
                 )
             finally:
                 ledger.close()

@@ -24,6 +24,7 @@ from ratatoskr.server.threads import DEFAULT_STORE_THREADS, MAX_STORE_THREADS
 from ratatoskr.sqlite.database import (
     BUSY_TIMEOUT_ENV,
     DEFAULT_BUSY_TIMEOUT_MS,
+    DEFAULT_SYNCHRONOUS,
     MAX_DB_BYTES_ENV,
     SYNCHRONOUS_ENV,
     DatabaseSettings,
@@ -214,7 +215,7 @@ def load_settings(
     try:
         replica = replica_settings_from_env(env)
         database = DatabaseSettings(
-            synchronous=env.get(SYNCHRONOUS_ENV, "NORMAL") or "NORMAL",
+            synchronous=env.get(SYNCHRONOUS_ENV) or DEFAULT_SYNCHRONOUS,
             busy_timeout_ms=busy_ms,
             max_db_bytes=max_db,
             app_checkpoints=replica is None,

@@ -151,6 +151,7 @@ class SqliteAdmin:
             "idempotency_expired": expired,
             "schema_version": version,
             "schema_latest": self.db.latest_version,
+            "synchronous": self.db.settings.synchronous,
             **self._plane_stats(),
         }
 

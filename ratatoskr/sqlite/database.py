@@ -34,6 +34,8 @@ from ratatoskr.sqlite.replica import replication_configured
 
 SYNCHRONOUS_ENV = "RATATOSKR_SQLITE_SYNCHRONOUS"
 SYNCHRONOUS_MODES = ("NORMAL", "FULL", "EXTRA")
+# FULL: a commit is on disk (the WAL fsynced) before the call that made it is acknowledged
+DEFAULT_SYNCHRONOUS = "FULL"
 BUSY_TIMEOUT_ENV = "RATATOSKR_SQLITE_BUSY_TIMEOUT_MS"
 MAX_DB_BYTES_ENV = "RATATOSKR_SQLITE_MAX_DB_BYTES"
 DEFAULT_BUSY_TIMEOUT_MS = 5000
@@ -54,10 +56,13 @@ class Migration:
 
 @dataclass(frozen=True)
 class DatabaseSettings:
-    """Connection tuning. ``synchronous`` NORMAL loses at most the last commits on power loss
-    (never corrupts, never on a process crash); FULL makes every commit durable."""
+    """Connection tuning. ``synchronous`` FULL (the default) fsyncs the WAL at every commit,
+    so an acknowledged write survives a power loss; NORMAL loses at most the last commits on
+    power loss (never corrupts, never on a process crash)."""
 
-    synchronous: str = field(default_factory=lambda: os.environ.get(SYNCHRONOUS_ENV, "NORMAL"))
+    synchronous: str = field(
+        default_factory=lambda: os.environ.get(SYNCHRONOUS_ENV) or DEFAULT_SYNCHRONOUS
+    )
     busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS
     page_size: int | None = None
     mmap_size: int = 1 << 30

@@ -8,7 +8,9 @@ be stored (disk full, until a write succeeds again), the file is over 95 % of it
 (``RATATOSKR_SQLITE_MAX_DB_BYTES``; every worker sees that one), the disk is over 95 % full,
 expired idempotency entries pile up, or, while replication is on, the file's replica lags
 more than ``RATATOSKR_REPLICA_MAX_LAG`` (or no supervisor reports it). Infallible: no
-exception escapes, and a reason never holds a path or key.
+exception escapes, and a reason never holds a path or key. A file's ``ok`` and ``degraded``
+answers name the durability mode in force (``RATATOSKR_SQLITE_SYNCHRONOUS``), so an
+operator sees from the probe whether an acknowledged write survives a power loss.
 """
 
 from __future__ import annotations
@@ -25,6 +27,23 @@ from ratatoskr.sqlite.replica import replica_lag
 
 IDEMPOTENCY_BACKLOG_BOUND = 100_000
 DISK_DEGRADED_FRACTION = 0.95
+DURABILITY = {
+    "FULL": "durability FULL: every acknowledged write is on disk",
+    "EXTRA": "durability EXTRA: every acknowledged write is on disk",
+    "NORMAL": "durability NORMAL: a power loss may drop the last acknowledged writes",
+}
+
+
+def durability(db: Database) -> str | None:
+    """What an acknowledged write of this store survives; None in memory (nothing does)."""
+    return None if db.in_memory else DURABILITY[db.settings.synchronous]
+
+
+def _with_mode(db: Database, status: str, reason: str | None) -> dict[str, Any]:
+    mode = durability(db)
+    if mode is not None:
+        reason = mode if reason is None else f"{reason}; {mode}"
+    return {"status": status, "reason": reason}
 
 
 def check_health(
@@ -49,24 +68,21 @@ def check_health(
             return {"status": "down", "reason": "schema version is not the one this build knows"}
         failure = db.last_write_failure
         if failure is not None:
-            return {"status": "degraded", "reason": f"a write failed: {failure.reason}"}
+            return _with_mode(db, "degraded", f"a write failed: {failure.reason}")
         if db.settings.max_db_bytes and used > cap * DISK_DEGRADED_FRACTION:
-            return {"status": "degraded", "reason": "database file is over 95% of its size cap"}
+            return _with_mode(db, "degraded", "database file is over 95% of its size cap")
         if not db.in_memory:
             if not os.access(db.path, os.R_OK | os.W_OK):
                 return {"status": "down", "reason": "database file is not readable and writable"}
             usage = shutil.disk_usage(os.path.dirname(os.path.abspath(db.path)))
             if usage.total and usage.used / usage.total > DISK_DEGRADED_FRACTION:
-                return {
-                    "status": "degraded",
-                    "reason": "disk holding the database is over 95% full",
-                }
+                return _with_mode(db, "degraded", "disk holding the database is over 95% full")
         lagging = _replication_problem(db)
         if lagging is not None:
-            return {"status": "degraded", "reason": lagging}
+            return _with_mode(db, "degraded", lagging)
         if backlog > IDEMPOTENCY_BACKLOG_BOUND:
-            return {"status": "degraded", "reason": "expired idempotency entries need pruning"}
-        return {"status": "ok", "reason": None}
+            return _with_mode(db, "degraded", "expired idempotency entries need pruning")
+        return _with_mode(db, "ok", None)
     except Exception:  # health is infallible by contract
         return {"status": "down", "reason": "database cannot be read"}
 

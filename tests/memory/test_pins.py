@@ -18,6 +18,7 @@ from ratatoskr.core.errors import (
     ScopeForbidden,
 )
 from ratatoskr.provider.memory_store import RatatoskrMemoryStore
+from ratatoskr.sqlite.health import DURABILITY
 from tests.backends import Backend
 from tests.memory.helpers import CTX, DIM, chunk, vec
 
@@ -289,8 +290,13 @@ def test_reads_are_confined(store: RatatoskrMemoryStore) -> None:
     assert store.get("theirs") is not None
 
 
-def test_health_ok_and_infallible(store: RatatoskrMemoryStore, tmp_path: Path) -> None:
-    assert store.health() == {"status": "ok", "reason": None}
+def test_health_ok_and_infallible(
+    store: RatatoskrMemoryStore, backend: Backend, tmp_path: Path
+) -> None:
+    health = store.health()
+    assert health["status"] == "ok"
+    if backend.name == "sqlite":  # a file names the durability its writes have
+        assert health["reason"] == DURABILITY["FULL"]
     store.db.close()
     health = store.health()
     assert health["status"] == "down" and str(tmp_path) not in str(health["reason"])

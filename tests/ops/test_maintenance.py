@@ -52,6 +52,19 @@ def test_stats_counts_records_and_caches(filled: Files, admin: Any) -> None:
     assert "chunk       120" in human.out and "state        40" in human.out
 
 
+def test_stats_shows_the_durability_mode_in_force(
+    filled: Files, admin: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    JtiLedger(str(filled.dir / "memory.jti.db")).close()
+    report = admin("stats", "--json").json()
+    assert {p["synchronous"] for p in report["planes"].values()} == {"FULL"}
+    assert [j["synchronous"] for j in report["jti"]] == ["FULL"]
+    monkeypatch.setenv("RATATOSKR_SQLITE_SYNCHRONOUS", "NORMAL")
+    report = admin("stats", "--json").json()
+    assert report["planes"]["affect"]["synchronous"] == "NORMAL"
+    assert "synchronous NORMAL" in admin("stats").out
+
+
 def test_check_passes_a_healthy_store(filled: Files, admin: Any) -> None:
     ran = admin("check")
     assert ran.code == 0

@@ -104,6 +104,13 @@ def test_the_tarpit_defaults_and_its_off_switch(tmp_path: Path) -> None:
     assert off.auth_tarpit_ms == 0
 
 
+def test_commits_are_durable_by_default_and_normal_is_a_choice(tmp_path: Path) -> None:
+    key = {"RATATOSKR_HEIMDALL_KEY": "k" * 32}
+    assert load_settings(key, cwd=tmp_path).database.synchronous == "FULL"
+    chosen = load_settings({**key, "RATATOSKR_SQLITE_SYNCHRONOUS": "normal"}, cwd=tmp_path)
+    assert chosen.database.synchronous == "NORMAL"
+
+
 def test_defaults_generate_a_private_key_and_print_only_its_path(tmp_path: Path) -> None:
     server = Server(tmp_path, settings=False)
     try:

@@ -29,17 +29,21 @@ def test_pragmas_on_a_file(tmp_path: Path) -> None:
         # the busy timeout is BusyWait's (a busy handler, so PRAGMA busy_timeout reads 0):
         # tests/sqlite/test_busy.py
         assert db.settings.busy_timeout_ms == 5000
-        assert conn.execute("PRAGMA synchronous").fetchall() == [(1,)]  # NORMAL
+        assert conn.execute("PRAGMA synchronous").fetchall() == [(2,)]  # FULL by default
         assert conn.execute("SELECT vec_version()").fetchall()[0][0].startswith("v")
     db.close()
 
 
-def test_synchronous_full_switch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("RATATOSKR_SQLITE_SYNCHRONOUS", "full")
+def test_synchronous_normal_is_an_explicit_choice(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("RATATOSKR_SQLITE_SYNCHRONOUS", "normal")
     db = Database(str(tmp_path / "a.db"), [Migration(1, table_v1)], DatabaseSettings())
     with db.read() as conn:
-        assert conn.execute("PRAGMA synchronous").fetchall() == [(2,)]  # FULL
+        assert conn.execute("PRAGMA synchronous").fetchall() == [(1,)]  # NORMAL
     db.close()
+    monkeypatch.setenv("RATATOSKR_SQLITE_SYNCHRONOUS", "")
+    assert DatabaseSettings().synchronous == "FULL"
     monkeypatch.setenv("RATATOSKR_SQLITE_SYNCHRONOUS", "sometimes")
     with pytest.raises(ValueError, match="RATATOSKR_SQLITE_SYNCHRONOUS"):
         DatabaseSettings()

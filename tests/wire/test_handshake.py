@@ -80,7 +80,12 @@ def test_readyz(client: TestClient, store: RatatoskrMemoryStore) -> None:
     assert response.status_code == 200
     assert response.json() == {
         "ready": True,
-        "planes": {"memory": {"status": "ok", "reason": None}},
+        "planes": {
+            "memory": {
+                "status": "ok",
+                "reason": "durability FULL: every acknowledged write is on disk",
+            }
+        },
     }
     store.close()
     response = client.get("/readyz")
