@@ -98,7 +98,7 @@ def check_stores(settings: Settings, planes: Sequence[str] = PLANES) -> None:
     """Open and close every store once, so a bad file fails the start, naming its setting.
 
     ``serve`` runs this in the gunicorn master: a worker that cannot boot would only say so
-    in its own traceback.
+    in its own traceback. It creates the jti ledger as well, so no two workers create it.
     """
     for name in planes:
         setting = MEMORY_DB_ENV if name == "memory" else AFFECT_DB_ENV
@@ -115,6 +115,15 @@ def check_stores(settings: Settings, planes: Sequence[str] = PLANES) -> None:
                 f"{setting}: the file cannot be opened as a database ({type(exc).__name__})"
             ) from None
         store.close()
+    # the ledger too: a new file switched to WAL by two booting workers at once is a lock
+    # race one of them loses (SQLite answers BUSY at once there, whatever the busy timeout)
+    try:
+        JtiLedger(ledger_path(settings, planes), settings=settings.database).close()
+    except Exception as exc:  # apsw: cannot open, read-only directory, ...
+        setting = MEMORY_DB_ENV if "memory" in planes else AFFECT_DB_ENV
+        raise SettingsError(
+            f"{setting}: the jti ledger beside it cannot be opened ({type(exc).__name__})"
+        ) from None
 
 
 class _WireHolder:
