@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: run test lint console-screenshots bench bench-quick bench-1m bench-http bench-writers bench-restore soak soak-steady token-flood clean
+.PHONY: run test system-packages lint console-screenshots bench bench-quick bench-1m bench-http bench-writers bench-write-modes bench-restore power-cut soak soak-steady token-flood clean
 
 # setup.py builds the optional C accelerators with the machine's C compiler
 $(STAMP): pyproject.toml setup.py ratatoskr/memory/_pack.c $(wildcard ratatoskr/memory/search/_rank*)
@@ -21,9 +21,13 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff format --check ratatoskr tests bench
 	$(VENV)/bin/mypy ratatoskr
 
+# the Debian packages the suite needs (.ci/run runs the same script): quick when all are there
+system-packages:
+	bash .ci/system-packages
+
 # the whole suite, then the store and search suites again on the pure-Python/numpy paths
 # (what an install without a C compiler runs)
-test: lint
+test: system-packages lint
 	HYPOTHESIS_PROFILE=ci $(PY) -m pytest -q
 	HYPOTHESIS_PROFILE=ci RATATOSKR_NO_ACCELERATORS=1 $(PY) -m pytest -q tests/memory tests/affect tests/sqlite
 
@@ -56,7 +60,17 @@ bench-writers: $(STAMP)
 	$(PY) -m bench.upsert_writers --writers 1
 	$(PY) -m bench.upsert_writers --writers 2
 
+# affect put_many of one record, p50/p99, under FULL and NORMAL (docs/performance.md)
+bench-put: $(STAMP)
+	$(PY) -m bench.affect_put
+
 # reliability benchmarks (docs/reliability.md), not part of `make test`
+
+# 500 power cuts under the real server, FULL then NORMAL (root: FUSE; ~15 min)
+power-cut: system-packages $(STAMP)
+	$(PY) -m bench.power_cut --cuts 500 --synchronous FULL
+	$(PY) -m bench.power_cut --cuts 50 --synchronous NORMAL
+
 soak: $(STAMP)
 	$(PY) -m bench.soak
 

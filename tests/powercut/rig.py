@@ -51,12 +51,15 @@ class CacheMount:
 
     def start(self, timeout: float = 15.0) -> CacheMount:
         if shutil.which(FUSERMOUNT) is None:
-            raise AssertionError("fusermount3 is missing: install Debian's fuse3 (.ci/system-packages)")
+            raise AssertionError(
+                "fusermount3 is missing: install Debian's fuse3 (.ci/system-packages)"
+            )
         self.backing.mkdir(parents=True, exist_ok=True)
         self.mountpoint.mkdir(parents=True, exist_ok=True)
+        cmd = [sys.executable, "-m", "tests.powercut.cachefs", str(self.backing)]
         with open(self.log, "ab") as err:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "tests.powercut.cachefs", str(self.backing), str(self.mountpoint)],
+                [*cmd, str(self.mountpoint)],
                 cwd=ROOT,
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
@@ -91,8 +94,9 @@ class CacheMount:
         """Cut at the ``after``-th mutation, SIGKILLing process group ``victim`` then."""
         self._say(f"arm {after} {victim}")
 
-    def cut(self, victim: int) -> None:
-        self._say(f"cut {victim}")
+    def cut(self, victim: int | None = None) -> None:
+        """Cut now (SIGKILLing process group ``victim``, if any)."""
+        self._say("cut" if victim is None else f"cut {victim}")
 
     def wait_cut(self, timeout: float) -> str | None:
         """The cut's report line, or None when none came within ``timeout``."""
@@ -232,9 +236,6 @@ class PowerCutRun:
                 self.tally.add(lane.verify(client, events))
             for lane in self.lanes:
                 self.tally.add(lane.resend(client))
-            events = read_events(client)
-            for lane in self.lanes:  # adopt what the re-sends may have written (NORMAL)
-                lane.verify(client, events)
         with Stores(Paths(str(self.mnt / "memory.db"), str(self.mnt / "affect.db"))) as stores:
             report = maintenance.check(stores)
         # a closed store keeps a descriptor of its file until collected (``FileIdentity``):

@@ -57,10 +57,47 @@ class Sent:
 
 @dataclass
 class Effect:
-    """What a call does when it is applied."""
+    """What a call does when it is applied: the states it sets in ``plane``, the events it
+    appends."""
 
+    plane: str
     records: dict[str, State] = field(default_factory=dict)
     events: dict[str, Record] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """One lane's records per plane and its events."""
+
+    states: dict[str, dict[str, State]]
+    events: dict[str, Record]
+
+    def then(self, effect: Effect) -> Snapshot:
+        states = {plane: dict(ids) for plane, ids in self.states.items()}
+        states[effect.plane].update(effect.records)
+        return Snapshot(states, {**self.events, **effect.events})
+
+    def same(self, other: Snapshot, plane: str) -> bool:
+        return not self.difference(other, plane)
+
+    def difference(self, other: Snapshot, plane: str) -> str:
+        """What differs from ``other`` in ``plane`` (empty when nothing does), by id."""
+        out = []
+        for rid, state in self.states[plane].items():
+            found = other.states[plane].get(rid)
+            if not _same(state, found):
+                out.append(f"{plane} {rid} is {_show(found)}, expected {_show(state)}")
+        if plane != "affect":  # events live in the affect file
+            return "; ".join(out)
+        missing = sorted(self.events.keys() - other.events.keys())
+        extra = sorted(other.events.keys() - self.events.keys())
+        changed = sorted(
+            e for e in self.events.keys() & other.events.keys() if self.events[e] != other.events[e]
+        )
+        for what, ids in (("missing", missing), ("never written", extra), ("changed", changed)):
+            if ids:
+                out.append(f"events {what}: {ids}")
+        return "; ".join(out)
 
 
 @dataclass
@@ -103,14 +140,20 @@ class Lane:
         self.rng = random.Random(seed * 1000 + index)
         self.dim = dim
         self.seq = 0
-        self.states: dict[str, dict[str, State]] = {
-            "memory": {f"{self.name}-m{i}": None for i in range(IDS_PER_PLANE)},
-            "affect": {f"{self.name}-a{i}": None for i in range(IDS_PER_PLANE)},
-        }
-        self.events: dict[str, Record] = {}
+        # the state the last verification found, and the calls acknowledged since, in order
+        self.baseline = Snapshot(
+            {
+                "memory": {f"{self.name}-m{i}": None for i in range(IDS_PER_PLANE)},
+                "affect": {f"{self.name}-a{i}": None for i in range(IDS_PER_PLANE)},
+            },
+            {},
+        )
+        self.current = self.baseline
+        self.log: list[Effect] = []
+        self.names: list[str] = []
         self.in_flight: tuple[str, Effect] | None = None
-        self.last_acked: Sent | None = None
-        self.last_keyed: Sent | None = None
+        self.last_acked: tuple[Sent, Effect] | None = None
+        self.last_keyed: tuple[Sent, Effect] | None = None
         self.acknowledged = 0
 
     # -- writing -------------------------------------------------------------------------
@@ -120,10 +163,10 @@ class Lane:
         self.seq += 1
         plane, verb, _ = self.rng.choices(VERBS, weights=[w for *_, w in VERBS])[0]
         key = f"{self.name}-{self.seq}"
-        states = self.states[plane]
+        states = self.current.states[plane]
         if verb in ("upsert_many", "put_many"):
             ids = self.rng.sample(sorted(states), self.rng.randint(1, 3))
-            effect = Effect()
+            effect = Effect(plane)
             records = []
             for rid in ids:
                 revision = _revision(states[rid]) + 1
@@ -139,11 +182,11 @@ class Lane:
             return make(plane, verb, args, True), effect, {counted: len(ids), "replayed": False}
         if verb == "delete_many":
             rid = self.rng.choice(sorted(states))
-            effect = Effect(records={rid: None})
+            effect = Effect(plane, records={rid: None})
             expected = {"deleted": int(states[rid] is not None)}
             return make(plane, verb, {"ids": [rid]}, False), effect, expected
         events = [self._event(i) for i in range(self.rng.randint(1, 2))]
-        effect = Effect(events={e["id"]: e for e in events})
+        effect = Effect(plane, events={e["id"]: e for e in events})
         args = {"events": events, "idempotency_key": key}
         return make(plane, verb, args, True), effect, {"appended": len(events), "replayed": False}
 
@@ -177,90 +220,91 @@ class Lane:
         if result != expected:
             problems.append(f"{self.name} {sent.plane}.{sent.verb} answered {result}")
             return False
-        self._apply(sent.plane, effect)
+        self.current = self.current.then(effect)
+        self.log.append(effect)
+        self.names.append(
+            f"{sent.plane}.{sent.verb} {sorted(effect.records) or sorted(effect.events)}"
+        )
         self.in_flight = None
-        self.last_acked = sent
+        self.last_acked = (sent, effect)
         if sent.keyed:
-            self.last_keyed = sent
+            self.last_keyed = (sent, effect)
         self.acknowledged += 1
         return True
-
-    def _apply(self, plane: str, effect: Effect) -> None:
-        self.states[plane].update(effect.records)
-        self.events.update(effect.events)
 
     # -- after the cut -------------------------------------------------------------------
 
     def verify(self, client: httpx.Client, found_events: dict[str, Record]) -> Findings:
-        """Compare the served state with the acknowledged one, then adopt the served one."""
-        out = Findings()
-        pending = self.in_flight[1] if self.in_flight else Effect()
-        applied: set[bool] = set()  # per id of the call in flight: did it land?
-        for plane, states in self.states.items():
-            served = read_states(client, plane, sorted(states))
-            for rid, acked in states.items():
-                out.checked += 1
-                got = served.get(rid)
-                if rid in pending.records and not _same(acked, pending.records[rid]):
-                    if _same(got, pending.records[rid]):
-                        applied.add(True)
-                        continue
-                    if _same(got, acked):
-                        applied.add(False)
-                        continue
-                elif _same(got, acked):
-                    continue
-                (out.lost if _older(got, acked) else out.wrong).append(
-                    f"{plane} {rid}: acknowledged {_show(acked)}, found {_show(got)}"
-                )
-            self.states[plane] = {rid: served.get(rid) for rid in states}
-        if len(applied) > 1:
-            out.wrong.append(f"{self.name}: the call in flight was applied in part")
-        mine = {eid: e for eid, e in found_events.items() if eid.startswith(self.name + "-")}
-        for eid, event in self.events.items():
-            out.checked += 1
-            if eid not in mine:
-                out.lost.append(f"event {eid} acknowledged, not found")
-            elif mine[eid] != event:
-                out.wrong.append(f"event {eid} differs")
-        for eid in mine.keys() - self.events.keys() - pending.events.keys():
-            out.wrong.append(f"event {eid} found, never written")
-        if len({eid in mine for eid in pending.events}) > 1:
-            out.wrong.append(f"{self.name}: the append in flight was applied in part")
-        self.events = mine
-        self.in_flight = None
+        """Compare the served state with the acknowledged calls, then adopt the served one.
+
+        Per plane file, the served state must be the state after every acknowledged call
+        (and maybe the one in flight, whole): then nothing was lost. Failing that, the state
+        after a prefix of them: the calls past it are lost (only the last commits of that
+        file: what NORMAL may lose). Anything else (a state no prefix explains, a call
+        applied in part) is wrong."""
+        out = Findings(checked=len(self.log))
+        served = Snapshot(
+            {p: read_states(client, p, sorted(ids)) for p, ids in self.baseline.states.items()},
+            {e: ev for e, ev in found_events.items() if e.startswith(self.name + "-")},
+        )
+        for plane in self.baseline.states:
+            mine = [i for i, effect in enumerate(self.log) if effect.plane == plane]
+            prefixes = [self.baseline]
+            for i in mine:
+                prefixes.append(prefixes[-1].then(self.log[i]))
+            candidates = [(len(mine), prefixes[-1])]
+            if self.in_flight is not None and self.in_flight[1].plane == plane:
+                candidates.insert(0, (len(mine), prefixes[-1].then(self.in_flight[1])))
+            candidates += [(k, prefixes[k]) for k in range(len(mine) - 1, -1, -1)]
+            kept = next((k for k, snap in candidates if snap.same(served, plane)), None)
+            if kept is None:
+                out.wrong.append(f"{self.name}: {prefixes[-1].difference(served, plane)}")
+            else:
+                out.lost += [f"{self.name}: {self.names[i]}" for i in mine[kept:]]
+        self.baseline = self.current = served
+        self.log, self.names, self.in_flight = [], [], None
         return out
 
     def resend(self, client: httpx.Client) -> Findings:
         """The last acknowledged call again: its token must be refused as used, and its key
-        and body under a fresh token must be answered as a replay."""
+        and body under a fresh token must be answered as a replay. A re-sent call that runs
+        (NORMAL lost its token's claim or its key's entry) is logged as acknowledged, so
+        that the next verification expects what it wrote."""
         out = Findings()
         if self.last_acked is not None:
-            again = request(client, self.last_acked)
+            sent, effect = self.last_acked
+            again = request(client, sent)
             if _code(again) != "auth.token_replayed":
                 out.jti_lost.append(f"{self.name}: a used token was accepted again")
+                self._ran_again(again, sent, effect)
         if self.last_keyed is not None:
-            sent = self.last_keyed
-            fresh = Sent(
-                sent.plane,
-                sent.verb,
-                sent.body,
-                token(sent.body, sent.plane, sent.verb, scope=SCOPE),
-                True,
-            )
-            response = request(client, fresh)
-            body = response.json()
-            if response.status_code != 200 or body["result"].get("replayed") is not True:
+            sent, effect = self.last_keyed
+            fresh = make(sent.plane, sent.verb, orjson.loads(sent.body)["args"], True)
+            again = request(client, fresh)
+            if again.status_code != 200 or again.json()["result"].get("replayed") is not True:
                 out.idempotency_lost.append(f"{self.name}: {sent.verb} with its key ran again")
+                self._ran_again(again, sent, effect)
         self.last_acked = self.last_keyed = None
         return out
 
+    def _ran_again(self, response: httpx.Response, sent: Sent, effect: Effect) -> None:
+        if response.status_code == 200:
+            if response.json()["result"].get("replayed") is True:
+                return
+            self.current = self.current.then(effect)
+            self.log.append(effect)
+            self.names.append(f"{sent.plane}.{sent.verb} sent again")
+            self.acknowledged += 1
+        elif not _code(response).endswith("revision_mismatch"):
+            self.in_flight = (sent.verb, effect)  # an outcome not known: either
+
 
 def read_states(client: httpx.Client, plane: str, ids: list[str]) -> dict[str, State]:
+    """Each of ``ids`` as served: (revision, record), or None when absent."""
     sent = make(plane, "get_many", {"ids": ids}, False)
     response = request(client, sent)
     response.raise_for_status()
-    out: dict[str, State] = {}
+    out: dict[str, State] = dict.fromkeys(ids)
     for found in response.json()["result"]:
         record = dict(found)
         revision = int(record.pop("revision"))
@@ -295,13 +339,6 @@ def _same(a: State, b: State) -> bool:
     return a[0] == b[0] and orjson.dumps(a[1], option=orjson.OPT_SORT_KEYS) == orjson.dumps(
         b[1], option=orjson.OPT_SORT_KEYS
     )
-
-
-def _older(found: State, acked: State) -> bool:
-    """``found`` is a state the id had before ``acked``: the acknowledged write was lost."""
-    if acked is None:  # a delete was acknowledged and the record is back
-        return found is not None
-    return found is None or found[0] < acked[0]
 
 
 def _show(state: State) -> str:
