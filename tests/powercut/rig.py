@@ -190,6 +190,7 @@ class PowerCutRun:
             if not self._cycle(cut=True):
                 break
             self.tally.cuts += 1
+            self.tally.acknowledged = sum(lane.acknowledged for lane in self.lanes)
             self.tally.cycle_seconds.append(time.monotonic() - started)
             if on_cut is not None:
                 on_cut(self.tally)
