@@ -60,9 +60,9 @@ bench-writers: $(STAMP)
 	$(PY) -m bench.upsert_writers --writers 1
 	$(PY) -m bench.upsert_writers --writers 2
 
-# affect put_many of one record, p50/p99, under FULL and NORMAL (docs/performance.md)
-bench-put: $(STAMP)
-	$(PY) -m bench.affect_put
+# the store's writes timed under FULL and NORMAL side by side (docs/performance.md)
+bench-write-modes: $(STAMP)
+	$(PY) -m bench.write_modes
 
 # reliability benchmarks (docs/reliability.md), not part of `make test`
 
