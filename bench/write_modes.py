@@ -1,8 +1,9 @@
 """What FULL costs a write, beside NORMAL: the store's write calls timed in both modes.
 
 Through the store API on real files in a temporary directory (on this machine the same ext4
-disk as the project; no HTTP, no jti claim): affect ``put_many`` of one record (p50, p99), memory ``upsert_many`` of one
-record (p50, p99), and memory ``upsert_many`` of 500 x 768 (median per batch and chunks/s).
+disk as the project; no HTTP, no jti claim): affect ``put_many`` of one record (p50, p99),
+memory ``upsert_many`` of one record (p50, p99), and memory ``upsert_many`` of 500 x 768
+(median per batch and chunks/s).
 Each mode gets a fresh file; the modes alternate per round so a busy neighbour on the
 machine weighs on both alike.
 
