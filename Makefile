@@ -66,7 +66,7 @@ bench-write-modes: $(STAMP)
 
 # reliability benchmarks (docs/reliability.md), not part of `make test`
 
-# 500 power cuts under the real server, FULL then NORMAL (root: FUSE; ~15 min)
+# 500 power cuts under the real server with FULL, then 50 with NORMAL (root: FUSE; ~12 min)
 power-cut: system-packages $(STAMP)
 	$(PY) -m bench.power_cut --cuts 500 --synchronous FULL
 	$(PY) -m bench.power_cut --cuts 50 --synchronous NORMAL
