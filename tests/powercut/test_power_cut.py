@@ -52,7 +52,7 @@ def test_the_disk_keeps_what_was_synced_and_nothing_else(tmp_path: Path) -> None
 def test_full_keeps_every_acknowledged_write_across_random_cuts(tmp_path: Path) -> None:
     tally = PowerCutRun(tmp_path, synchronous="FULL", seed=21).run(cuts=20)
     print(tally.summary())
-    assert tally.cuts == 20 and tally.acknowledged > 100, tally.summary()
+    assert tally.cuts == 20 and tally.acknowledged > 60, tally.summary()
     assert tally.durable(), (
         tally.lost[:5],
         tally.wrong[:5],
