@@ -14,6 +14,7 @@ from ratatoskr.affect.store import open_affect_store
 from ratatoskr.server.litestream_supervisor import parse_time
 from ratatoskr.server.replication import litestream_config, page_size_of, replicated_files
 from ratatoskr.sqlite.database import DatabaseSettings
+from ratatoskr.sqlite.health import DURABILITY
 from ratatoskr.sqlite.replica import (
     ReplicaState,
     check_replica_url,
@@ -61,7 +62,7 @@ def test_health_degrades_when_the_replica_lags_or_nobody_reports(tmp_path: Path)
         assert quiet["status"] == "degraded" and "not reported" in quiet["reason"]
         now = time.time()
         write_state(path, ReplicaState(replica="file:///r/affect", since=now, last_sync_at=now))
-        assert store.health() == {"status": "ok", "reason": None}
+        assert store.health() == {"status": "ok", "reason": DURABILITY["FULL"]}
         stale = ReplicaState(replica="file:///r/affect", since=now - 60, last_sync_at=now - 9)
         write_state(path, stale)
         lagging = store.health()
