@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed-stamp
 $(STAMP): pyproject.toml setup.py ratatoskr/memory/_pack.c $(wildcard ratatoskr/memory/search/_rank*)
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev]'
+	$(PY) -m pip install --quiet -e '.[dev,pgtest]'
 	touch $(STAMP)
 
 run: $(STAMP)

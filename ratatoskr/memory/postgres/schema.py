@@ -1,0 +1,61 @@
+"""The memory plane's PostgreSQL tables and their migrations (component ``memory``).
+
+Every name starts with ``memory_``, so the affect plane and the jti ledger may share the
+database. ``memory_chunks`` keeps what the SQLite table keeps: per chunk its revision, the
+scope axes as indexed ``bytea`` columns (``postgres.scope_sql``), the vector as pgvector's
+``vector(dim)`` (float32: what search ranks), its float64 bytes when float32 does not hold it
+exactly, and the canonical JSON of the rest of the record as text.
+
+The vector column is ``STORAGE PLAIN`` while a row fits a page (up to ``PLAIN_MAX_DIM``):
+vectors moved out of line (TOAST) made exact scans 2.5-3x slower. No approximate index is
+created; search never uses one even where an operator adds it (``search.py``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import psycopg
+
+from ratatoskr.postgres.idempotency import create_table
+from ratatoskr.postgres.migrations import Migration, ensure_vector
+from ratatoskr.sqlite.scope_sql import COLUMNS
+
+PLAIN_MAX_DIM = 2000  # 2,000 x 4 bytes + the row's other columns stay under a page (8 KiB)
+Conn = psycopg.Connection[Any]
+
+
+def _schema_v1(dim: int) -> Callable[[Conn], None]:
+    def apply(conn: Conn) -> None:
+        ensure_vector(conn)
+        conn.execute("CREATE TABLE memory_meta (key text PRIMARY KEY, value text NOT NULL)")
+        conn.execute(
+            "INSERT INTO memory_meta VALUES ('plane', 'memory'), ('embedding_dim', %s)",
+            (str(dim),),
+        )
+        conn.execute(
+            f"""CREATE TABLE memory_chunks (
+                chunk_id bytea PRIMARY KEY,
+                revision integer NOT NULL CHECK (revision >= 1),
+                tenant bytea, grp bytea, end_user bytea, agent_self bytea,
+                origin bytea,
+                scope_json text NOT NULL,
+                updated_at double precision NOT NULL,
+                embedding vector({int(dim)}) NOT NULL,
+                vector_key text NOT NULL,
+                vector_f64 bytea,
+                record_json text NOT NULL
+            )"""
+        )
+        if dim <= PLAIN_MAX_DIM:
+            conn.execute("ALTER TABLE memory_chunks ALTER COLUMN embedding SET STORAGE PLAIN")
+        for column in COLUMNS.values():
+            conn.execute(f"CREATE INDEX memory_chunks_{column} ON memory_chunks ({column})")
+        create_table(conn, "memory_idempotency")
+
+    return apply
+
+
+def memory_migrations(dim: int) -> list[Migration]:
+    return [Migration(1, _schema_v1(dim))]

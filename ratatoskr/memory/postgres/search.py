@@ -1,0 +1,82 @@
+"""Exact search in PostgreSQL: whatever indexes exist, never an approximate one.
+
+pgvector's HNSW and IVFFlat scans return short or approximate results under a filter, and a
+cached plan can keep using one whatever ``SET enable_indexscan`` says; so exactness comes from
+the query's shape: the rows are ordered by ``(embedding <=> q) + 0``, an expression no index
+provides, after the scope's ``WHERE`` (indexed axis columns) and before ``LIMIT``. The query
+vector is one InitPlan (``(SELECT $1::real[]::vector)``), converted once, not per row.
+
+Then the SQLite store's rule, on the same functions: float32 distances pick ``top_k +
+CANDIDATE_MARGIN`` candidates, widened to every row within ``DISTANCE_EPSILON`` of the k-th
+when the cut is crowded; their float32 vectors are rescored in float64
+(``cosine.cosine_scores``) and ordered by score, then chunk_id (``cosine.rank``). The
+candidates' rows come back in the same statement (one round trip, one snapshot).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ratatoskr.memory import rules
+from ratatoskr.memory.search.cosine import cosine_scores, rank
+from ratatoskr.memory.search.hits import stored_record
+from ratatoskr.memory.search.sql import CANDIDATE_MARGIN, DISTANCE_EPSILON
+from ratatoskr.postgres.database import Conn
+from ratatoskr.postgres.scope_sql import scope_condition
+from ratatoskr.postgres.vectors import Float4Array, parse_vector
+
+QUERY = "(SELECT %s::real[]::vector)"
+
+# one row per candidate: its distance, then what a hit is built from
+_ROW = "m.chunk_id, m.revision, m.vector_key, m.embedding, {f64}, m.record_json"
+
+
+def _select(condition: str, include_embedding: bool, *, bounded: bool) -> str:
+    row = _ROW.format(f64="m.vector_f64" if include_embedding else "NULL::bytea")
+    if bounded:  # every row within the widened bound (a crowded cut)
+        inner = (
+            f"SELECT chunk_id, (embedding <=> {QUERY}) + 0 AS d FROM memory_chunks "
+            f"WHERE {condition}"
+        )
+        return (
+            f"SELECT c.d, {row} FROM ({inner}) c JOIN memory_chunks m USING (chunk_id) "
+            "WHERE c.d <= %s"
+        )
+    inner = (
+        f"SELECT chunk_id, (embedding <=> {QUERY}) + 0 AS d FROM memory_chunks "
+        f"WHERE {condition} ORDER BY d, chunk_id LIMIT %s"
+    )
+    return f"SELECT c.d, {row} FROM ({inner}) c JOIN memory_chunks m USING (chunk_id) ORDER BY c.d"
+
+
+def candidate_rows(conn: Conn, call: rules.SearchCall) -> list[tuple[Any, ...]]:
+    """Every row that could be in the exact top_k of ``call`` (validated, confined)."""
+    query = Float4Array(call.vector)
+    want = call.top_k + CANDIDATE_MARGIN
+    condition, params = scope_condition(call.scope_all, call.scope_any)
+    sql = _select(condition, call.include_embedding, bounded=False)
+    rows = conn.execute(sql, (query, *params, want), binary=True).fetchall()
+    if len(rows) < want or rows[-1][0] > rows[call.top_k - 1][0] + DISTANCE_EPSILON:
+        return rows
+    bound = rows[call.top_k - 1][0] + DISTANCE_EPSILON
+    sql = _select(condition, call.include_embedding, bounded=True)
+    return conn.execute(sql, (query, *params, bound), binary=True).fetchall()
+
+
+def search_hits(conn: Conn, call: rules.SearchCall) -> list[dict[str, Any]]:
+    """The hits of ``call``, read in ``conn``'s snapshot."""
+    rows = candidate_rows(conn, call)
+    if not rows:
+        return []
+    vectors = [parse_vector(r[4]) for r in rows]
+    scores = cosine_scores(np.stack(vectors), call.vector)
+    by_id = {bytes(r[1]).decode("utf-8"): (r, v) for r, v in zip(rows, vectors, strict=True)}
+    hits = []
+    for chunk_id, score in rank(list(by_id), scores, call.top_k):
+        row, vector = by_id[chunk_id]
+        f64 = bytes(row[5]) if row[5] is not None else None
+        record = stored_record(row[3], vector, f64, row[6], call.include_embedding)
+        hits.append(rules.search_hit(record, chunk_id, score, row[2], call.include_embedding))
+    return hits

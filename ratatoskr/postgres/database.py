@@ -1,0 +1,248 @@
+"""One plane's PostgreSQL database: a connection pool, transactions that retry, migrations.
+
+Every plane store owns one ``PgDatabase`` over a psycopg-pool ``ConnectionPool`` (sizes per
+process, ``PoolSettings``). Writes run in ``REPEATABLE READ`` transactions: two servers
+writing the same record conflict as a serialization failure instead of both winning, and a
+serialization failure or a deadlock is retried inside the store, whole, a few times, so a
+caller sees one answer. Reads that take more than one statement run in a read-only
+``REPEATABLE READ`` transaction (one snapshot); a single statement is its own snapshot.
+
+When PostgreSQL cannot be reached (refused, down, the pool exhausted for ``timeout``
+seconds), a call is ``Unavailable`` (503, retryable) with a reason that never names the host
+or a credential; the pool reconnects by itself, so the store serves again once the server is
+back. Each connection checked out of the pool is checked first (a round trip), so a
+connection the server dropped is replaced instead of failing a call.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import psycopg
+import psycopg.errors
+from psycopg_pool import ConnectionPool, PoolTimeout
+
+from ratatoskr.core.errors import Unavailable
+from ratatoskr.postgres.migrations import Migration, migrate
+from ratatoskr.postgres.url import masked, with_options
+from ratatoskr.postgres.vectors import register_types
+
+POOL_MIN_ENV = "RATATOSKR_PG_POOL_MIN"
+POOL_MAX_ENV = "RATATOSKR_PG_POOL_MAX"
+POOL_TIMEOUT_ENV = "RATATOSKR_PG_POOL_TIMEOUT"
+DEFAULT_POOL_MIN = 1
+DEFAULT_POOL_MAX = 8
+DEFAULT_POOL_TIMEOUT = 5.0
+ATTEMPTS = 8  # a transaction that keeps meeting serialization failures gives up then
+BACKOFF = 0.005  # seconds; doubled per attempt, with jitter
+APPLICATION_NAME = "ratatoskr"
+
+T = TypeVar("T")
+Conn = psycopg.Connection[Any]
+# a unique violation here is always two writers inserting one new id at once (the store
+# checked which ids exist in its snapshot): retried, the transaction sees the other's row
+RETRIED: tuple[type[BaseException], ...] = (
+    psycopg.errors.SerializationFailure,
+    psycopg.errors.DeadlockDetected,
+    psycopg.errors.UniqueViolation,
+)
+
+
+def _env_number(env: Mapping[str, str], name: str, default: float) -> float:
+    raw = env.get(name, "").strip()
+    return float(raw) if raw else default
+
+
+@dataclass(frozen=True)
+class PoolSettings:
+    """Connections per process and plane: at least ``min_size`` kept open, at most
+    ``max_size``; a call waits ``timeout`` seconds for one before it is ``Unavailable``."""
+
+    min_size: int = DEFAULT_POOL_MIN
+    max_size: int = DEFAULT_POOL_MAX
+    timeout: float = DEFAULT_POOL_TIMEOUT
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.min_size <= self.max_size or self.max_size < 1:
+            raise ValueError(f"{POOL_MIN_ENV} must be 0..{POOL_MAX_ENV}, {POOL_MAX_ENV} >= 1")
+        if not 0 < self.timeout <= 600:
+            raise ValueError(f"{POOL_TIMEOUT_ENV} must be a number of seconds in (0, 600]")
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> PoolSettings:
+        env = os.environ if env is None else env
+        try:
+            return cls(
+                int(_env_number(env, POOL_MIN_ENV, DEFAULT_POOL_MIN)),
+                int(_env_number(env, POOL_MAX_ENV, DEFAULT_POOL_MAX)),
+                _env_number(env, POOL_TIMEOUT_ENV, DEFAULT_POOL_TIMEOUT),
+            )
+        except ValueError as exc:
+            if "must be" in str(exc):
+                raise
+            raise ValueError(
+                f"{POOL_MIN_ENV}, {POOL_MAX_ENV} and {POOL_TIMEOUT_ENV} must be numbers"
+            ) from None
+
+
+@dataclass(frozen=True)
+class WriteFailure:
+    """Why the last write of this process could not be stored, and when (epoch seconds)."""
+
+    reason: str
+    at: float
+
+
+@dataclass
+class _Counters:
+    retries: int = 0
+    unavailable: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+def unreachable_reason(exc: BaseException) -> str:
+    if isinstance(exc, PoolTimeout):
+        return "no database connection could be had in time (PostgreSQL down or pool full)"
+    if isinstance(exc, psycopg.errors.DiskFull):
+        return "the disk holding the database is full"
+    if isinstance(exc, psycopg.errors.ReadOnlySqlTransaction):
+        return "the database is read-only (a standby?)"
+    return "PostgreSQL cannot be reached"
+
+
+class PgDatabase:
+    """A plane's PostgreSQL database; ``component`` names its schema version row."""
+
+    def __init__(
+        self,
+        url: str,
+        component: str,
+        migrations: Sequence[Migration],
+        settings: PoolSettings | None = None,
+    ) -> None:
+        self.url = url
+        self.component = component
+        self.settings = settings or PoolSettings.from_env()
+        self.migrations = sorted(migrations, key=lambda m: m.version)
+        self.in_memory = False  # what callers written for SQLite ask
+        self.last_write_failure: WriteFailure | None = None
+        self.counters = _Counters()
+        self.pool = ConnectionPool(
+            with_options(url, application_name=f"{APPLICATION_NAME}-{component}"),
+            min_size=self.settings.min_size,
+            max_size=self.settings.max_size,
+            timeout=self.settings.timeout,
+            kwargs={"autocommit": True},
+            configure=register_types,
+            check=ConnectionPool.check_connection,
+            name=f"ratatoskr-{component}",
+            open=False,
+        )
+        try:
+            self.pool.open(wait=True, timeout=self.settings.timeout)
+        except (PoolTimeout, psycopg.OperationalError):
+            self.pool.close()
+            raise Unavailable(
+                f"store unavailable: PostgreSQL cannot be reached at {masked(url)}"
+            ) from None
+        try:
+            self.once(self._migrate)
+        except BaseException:
+            self.pool.close()
+            raise
+
+    @property
+    def path(self) -> str:
+        """The location, password masked: what a message or a metric may name."""
+        return masked(self.url)
+
+    @property
+    def latest_version(self) -> int:
+        return self.migrations[-1].version if self.migrations else 0
+
+    # -- transactions --------------------------------------------------------------------
+
+    def write(self, fn: Callable[[Conn], T]) -> T:
+        """``fn(conn)`` inside one ``REPEATABLE READ`` transaction, committed whole or not
+        at all; retried whole on a serialization failure or a deadlock."""
+        return self._run(fn, write=True)
+
+    def read(self, fn: Callable[[Conn], T]) -> T:
+        """``fn(conn)`` inside one read-only snapshot."""
+        return self._run(fn, write=False)
+
+    def once(self, fn: Callable[[Conn], T]) -> T:
+        """``fn(conn)`` on an autocommit connection: for one statement (its own snapshot)."""
+        return self._run(fn, write=None)
+
+    def _run(self, fn: Callable[[Conn], T], *, write: bool | None) -> T:
+        for attempt in range(ATTEMPTS):
+            try:
+                with self.pool.connection() as conn:
+                    if write is None:
+                        return fn(conn)
+                    mode = "READ WRITE" if write else "READ ONLY"
+                    conn.execute(f"BEGIN ISOLATION LEVEL REPEATABLE READ {mode}")
+                    try:
+                        result = fn(conn)
+                    except BaseException:
+                        if not conn.closed and not conn.broken:
+                            conn.execute("ROLLBACK")
+                        raise
+                    conn.execute("COMMIT")
+                if write:
+                    self.last_write_failure = None
+                return result
+            except RETRIED:
+                if write is not True:
+                    raise
+                with self.counters.lock:
+                    self.counters.retries += 1
+                if attempt == ATTEMPTS - 1:
+                    raise Unavailable(
+                        "store unavailable: concurrent writes kept conflicting; retry"
+                    ) from None
+                time.sleep(BACKOFF * (2**attempt) * (0.5 + random.random()))
+            except (PoolTimeout, psycopg.OperationalError, psycopg.InterfaceError) as exc:
+                reason = unreachable_reason(exc)
+                with self.counters.lock:
+                    self.counters.unavailable += 1
+                if write:
+                    self.last_write_failure = WriteFailure(reason, time.time())
+                raise Unavailable(f"store unavailable: {reason}") from None
+        raise AssertionError("unreachable")
+
+    # -- schema --------------------------------------------------------------------------
+
+    def _migrate(self, conn: Conn) -> None:
+        # READ COMMITTED, not the writes' snapshot: after waiting for another server's
+        # migration (the advisory lock), the versions it committed must be seen
+        with conn.transaction():
+            migrate(conn, self.component, self.migrations)
+
+    def schema_version(self) -> int:
+        def version(conn: Conn) -> int:
+            row = conn.execute(
+                "SELECT version FROM ratatoskr_schema WHERE component = %s", (self.component,)
+            ).fetchone()
+            return int(row[0]) if row else 0
+
+        return self.once(version)
+
+    def pool_stats(self) -> dict[str, int]:
+        """Connections open, idle and callers waiting (for /metrics)."""
+        stats = self.pool.get_stats()
+        return {
+            "open": int(stats.get("pool_size", 0)),
+            "idle": int(stats.get("pool_available", 0)),
+            "waiting": int(stats.get("requests_waiting", 0)),
+        }
+
+    def close(self) -> None:
+        self.pool.close()

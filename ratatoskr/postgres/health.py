@@ -1,0 +1,48 @@
+"""The health rules of a plane on PostgreSQL (the SQLite store's, for this backend).
+
+``down`` when PostgreSQL cannot be reached, pgvector or the plane's tables are missing, or
+the plane's schema version is not the one this build knows; ``degraded`` while it serves but
+needs an operator: the last write of this process failed for a reason other than a
+conflict, expired idempotency entries pile up. Infallible, and a reason never holds a host,
+a user or a password.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import psycopg
+
+from ratatoskr.core.errors import Unavailable
+from ratatoskr.postgres.database import PgDatabase
+from ratatoskr.postgres.migrations import current_version
+from ratatoskr.sqlite.health import IDEMPOTENCY_BACKLOG_BOUND
+
+Conn = psycopg.Connection[Any]
+
+
+def check_pg_health(
+    db: PgDatabase,
+    expired_backlog: Callable[[Conn], int],
+    probe: Callable[[Conn], object] | None = None,
+) -> dict[str, Any]:
+    def look(conn: Conn) -> tuple[int, int]:
+        if probe is not None:
+            probe(conn)
+        return current_version(conn, db.component), expired_backlog(conn)
+
+    try:
+        version, backlog = db.read(look)
+    except Unavailable as exc:
+        return {"status": "down", "reason": exc.message.removeprefix("store unavailable: ")}
+    except Exception:  # health is infallible by contract
+        return {"status": "down", "reason": "the plane's tables cannot be read"}
+    if version != db.latest_version:
+        return {"status": "down", "reason": "schema version is not the one this build knows"}
+    failure = db.last_write_failure
+    if failure is not None:
+        return {"status": "degraded", "reason": f"a write failed: {failure.reason}"}
+    if backlog > IDEMPOTENCY_BACKLOG_BOUND:
+        return {"status": "degraded", "reason": "expired idempotency entries need pruning"}
+    return {"status": "ok", "reason": None}

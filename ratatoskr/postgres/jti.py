@@ -1,0 +1,78 @@
+"""The jti ledger in PostgreSQL: a mutating token is used once across every server.
+
+One row per claimed ``jti`` in ``ratatoskr_jti`` (in the database the memory plane names,
+else the affect plane's). A claim is one ``INSERT ... ON CONFLICT`` statement: two servers
+racing on one token serialise on the row and exactly one of them inserts it (or revives an
+entry whose token has expired: such a token can no longer verify, so the row was only
+waiting to be pruned). Expired rows are pruned as claims arrive.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import psycopg
+
+from ratatoskr.postgres.database import PgDatabase, PoolSettings
+from ratatoskr.postgres.migrations import Migration
+
+PRUNE_EVERY = 256
+Conn = psycopg.Connection[Any]
+
+
+def _schema_v1(conn: Conn) -> None:
+    conn.execute(
+        "CREATE TABLE IF NOT EXISTS ratatoskr_jti ("
+        "jti bytea PRIMARY KEY, expires_at double precision NOT NULL)"
+    )
+    conn.execute(
+        "CREATE INDEX IF NOT EXISTS ratatoskr_jti_expires ON ratatoskr_jti (expires_at)"
+    )
+
+
+MIGRATIONS = [Migration(1, _schema_v1)]
+_CLAIM = (
+    "INSERT INTO ratatoskr_jti (jti, expires_at) VALUES (%s, %s) "
+    "ON CONFLICT (jti) DO UPDATE SET expires_at = excluded.expires_at "
+    "WHERE ratatoskr_jti.expires_at <= %s RETURNING 1"
+)
+
+
+class PgJtiLedger:
+    """A ``ReplayGuard`` over PostgreSQL, shared by every server using the database."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        settings: PoolSettings | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.db = PgDatabase(url, "jti", MIGRATIONS, settings)
+        self.clock = clock
+        self._claims = 0
+
+    def claim(self, jti: str, expires_at: float) -> bool:
+        """True the first time ``jti`` is claimed (until it expires), False on a replay."""
+        now = self.clock()
+        self._claims += 1
+        if self._claims % PRUNE_EVERY == 1:
+            self.prune()
+        raw = jti.encode("utf-8", "surrogatepass")
+        return self.db.once(lambda conn: conn.execute(_CLAIM, (raw, expires_at, now)).fetchone()) is not None
+
+    def prune(self) -> int:
+        now = self.clock()
+        cur = self.db.once(
+            lambda conn: conn.execute("DELETE FROM ratatoskr_jti WHERE expires_at <= %s", (now,))
+        )
+        return int(cur.rowcount)
+
+    def count(self) -> int:
+        row = self.db.once(lambda conn: conn.execute("SELECT count(*) FROM ratatoskr_jti").fetchone())
+        return int(row[0]) if row else 0
+
+    def close(self) -> None:
+        self.db.close()
