@@ -9,16 +9,24 @@ plane keeps (so "a refused call touched nothing" is checked on the backend's own
 
 from __future__ import annotations
 
+import atexit
+import itertools
 import os
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import psycopg
+
+from ratatoskr.affect.postgres.store import read_secret
 from ratatoskr.affect.store import open_affect_store
+from ratatoskr.locations import open_affect, open_memory
 from ratatoskr.memory.store import open_memory_store
 from ratatoskr.sqlite.cursors import load_secret
+from tests.pgserver import PostgresServer
 
 Clock = Callable[[], float]
 
@@ -33,6 +41,8 @@ class Backend:
     open_affect: Callable[..., Any]
     footprint: Callable[[Any], dict[str, int]]
     cursor_secret: Callable[[Any], bytes]
+    # whether a per-process search mirror exists to be turned off (``mirror_bytes=0``)
+    has_mirror: bool = True
 
     def memory(
         self,
@@ -86,7 +96,82 @@ SQLITE = Backend(
     cursor_secret=_sqlite_cursor_secret,
 )
 
-BACKENDS: dict[str, Backend] = {"sqlite": SQLITE}
+
+# -- PostgreSQL: one server per test session, a fresh schema per store -------------------
+
+TEST_DATABASE = "ratatoskr_test"
+_pg_lock = threading.Lock()
+_pg: dict[str, Any] = {}
+_schemas = itertools.count()
+
+
+def postgres_server() -> PostgresServer:
+    """The session's PostgreSQL (``tests/pgserver.py``), started on first use, stopped at
+    exit; ``TEST_DATABASE`` in it has pgvector installed."""
+    with _pg_lock:
+        if "server" not in _pg:
+            server = PostgresServer().start()
+            atexit.register(server.stop)
+            server.create_database(TEST_DATABASE)
+            _pg["server"] = server
+            _pg["admin"] = psycopg.connect(server.dsn(TEST_DATABASE), autocommit=True)
+        server: PostgresServer = _pg["server"]
+        return server
+
+
+def stop_postgres() -> None:
+    with _pg_lock:
+        admin = _pg.pop("admin", None)
+        if admin is not None:
+            admin.close()
+        server = _pg.pop("server", None)
+    if server is not None:
+        server.stop()
+
+
+def postgres_schema(prefix: str = "t") -> str:
+    """A URL for a fresh, empty schema of the session's test database (a schema is made in
+    about a millisecond, where a database takes a hundred)."""
+    server = postgres_server()
+    name = f"{prefix}_{os.getpid()}_{next(_schemas)}"
+    with _pg_lock:
+        _pg["admin"].execute(f'CREATE SCHEMA "{name}"')
+    return server.url(TEST_DATABASE, schema=name)
+
+
+def _pg_fresh(tmp: Path, plane: str) -> str:
+    return postgres_schema(plane)
+
+
+def _pg_footprint(store: Any) -> dict[str, int]:
+    """Rows in every table of the store's schema, its meta table and the schema versions
+    (which no call writes) left out."""
+
+    def count(conn: Any) -> dict[str, int]:
+        tables = [
+            r[0]
+            for r in conn.execute(
+                "SELECT tablename FROM pg_tables WHERE schemaname = current_schema() "
+                "AND tablename NOT LIKE '%%\\_meta' AND tablename NOT LIKE 'ratatoskr\\_%%'"
+            ).fetchall()
+        ]
+        return {t: int(conn.execute(f'SELECT count(*) FROM "{t}"').fetchone()[0]) for t in tables}
+
+    result: dict[str, int] = store.db.read(count)
+    return result
+
+
+POSTGRESQL = Backend(
+    name="postgresql",
+    fresh=_pg_fresh,
+    open_memory=lambda location, **kw: open_memory(location, **kw),
+    open_affect=lambda location, **kw: open_affect(location, **kw),
+    footprint=_pg_footprint,
+    cursor_secret=lambda store: read_secret(store.db),
+    has_mirror=False,
+)
+
+BACKENDS: dict[str, Backend] = {"sqlite": SQLITE, "postgresql": POSTGRESQL}
 
 
 def selected() -> list[str]:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, settings
 
-from tests.backends import BACKENDS, Backend, selected
+from tests.backends import BACKENDS, Backend, selected, stop_postgres
 
 settings.register_profile(
     "ci",
@@ -32,3 +32,7 @@ def db_path(tmp_path: Path) -> Iterator[str]:
 def backend(request: pytest.FixtureRequest) -> Backend:
     """Each store suite that takes this runs once per storage backend."""
     return BACKENDS[request.param]
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    stop_postgres()  # the session's PostgreSQL, if a test started it

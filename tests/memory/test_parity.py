@@ -289,7 +289,8 @@ def _machines() -> dict[str, Any]:
     """One state machine per backend, with the search mirror on and (the SQL path) off."""
     out: dict[str, Any] = {}
     for name in selected():
-        for suffix, mirror in (("", None), ("_sql_search", 0)):
+        variants = (("", None), ("_sql_search", 0)) if BACKENDS[name].has_mirror else (("", None),)
+        for suffix, mirror in variants:
             machine = type(
                 f"MemoryParity_{name}{suffix}",
                 (MemoryParity,),

@@ -1,0 +1,100 @@
+"""A plane's store opened by its location: a file path (SQLite) or a ``postgresql://`` URL.
+
+The one place that chooses the backend: the server, the admin commands (``ops.stores``)
+and the tests open stores through ``open_store``, and the jti ledger through
+``open_ledger``, so a location means the same thing everywhere. A URL is named in messages
+only through ``describe`` (password masked).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from ratatoskr.affect.postgres.store import open_pg_affect_store
+from ratatoskr.affect.store import open_affect_store
+from ratatoskr.memory.postgres.store import open_pg_memory_store
+from ratatoskr.memory.store import open_memory_store
+from ratatoskr.postgres.database import PoolSettings
+from ratatoskr.postgres.jti import PgJtiLedger
+from ratatoskr.postgres.url import check_location, is_postgres_url, masked
+from ratatoskr.sqlite.database import DatabaseSettings
+from ratatoskr.sqlite.jti import JtiLedger, ledger_beside
+from ratatoskr.wire.replay import ReplayGuard
+
+PLANES = ("memory", "affect")
+
+
+def is_postgres(location: str) -> bool:
+    return is_postgres_url(location)
+
+
+def describe(location: str) -> str:
+    """The location as a message may name it (a URL's password masked)."""
+    return masked(location)
+
+
+def open_memory(
+    location: str,
+    *,
+    embedding_dim: int,
+    database: DatabaseSettings | None = None,
+    pool: PoolSettings | None = None,
+    clock: Callable[[], float] = time.time,
+    mirror_bytes: int | None = None,
+) -> Any:
+    """The memory store at ``location`` (``mirror_bytes`` concerns SQLite only: a
+    PostgreSQL store holds nothing per process)."""
+    if is_postgres_url(check_location(location)):
+        return open_pg_memory_store(
+            location, embedding_dim=embedding_dim, settings=pool, clock=clock
+        )
+    return open_memory_store(
+        location,
+        embedding_dim=embedding_dim,
+        settings=database,
+        clock=clock,
+        mirror_bytes=mirror_bytes,
+    )
+
+
+def open_affect(
+    location: str,
+    *,
+    database: DatabaseSettings | None = None,
+    pool: PoolSettings | None = None,
+    clock: Callable[[], float] = time.time,
+) -> Any:
+    if is_postgres_url(check_location(location)):
+        return open_pg_affect_store(location, settings=pool, clock=clock)
+    return open_affect_store(location, settings=database, clock=clock)
+
+
+def open_store(plane: str, location: str, **options: Any) -> Any:
+    """The store of ``plane`` (``memory`` or ``affect``) at ``location``."""
+    if plane == "memory":
+        return open_memory(location, **options)
+    if plane == "affect":
+        options.pop("embedding_dim", None)
+        options.pop("mirror_bytes", None)
+        return open_affect(location, **options)
+    raise ValueError(f"plane must be one of {', '.join(PLANES)}")
+
+
+def ledger_location(location: str) -> str:
+    """Where the jti ledger of a plane at ``location`` lives: the same database for a URL,
+    the file beside it for SQLite."""
+    return location if is_postgres_url(location) else ledger_beside(location)
+
+
+def open_ledger(
+    location: str,
+    *,
+    database: DatabaseSettings | None = None,
+    pool: PoolSettings | None = None,
+) -> ReplayGuard:
+    """The jti ledger beside the plane at ``location`` (``ledger_location``)."""
+    if is_postgres_url(check_location(location)):
+        return PgJtiLedger(location, settings=pool)
+    return JtiLedger(ledger_beside(location), settings=database)
