@@ -21,6 +21,7 @@ import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import quote
 
@@ -123,6 +124,13 @@ class PostgresServer:
         return {} if self.user is None else {"user": self.user.pw_uid, "group": self.user.pw_gid}
 
     def start(self) -> PostgresServer:
+        """Create the cluster (first time) and start the server; again after ``halt``."""
+        if not self.data.exists():
+            self._init()
+        self._launch()
+        return self
+
+    def _init(self) -> None:
         for directory in (self.data, self.socket_dir):
             directory.mkdir()
             if self.user is not None:
@@ -136,18 +144,19 @@ class PostgresServer:
             stderr=subprocess.PIPE,
             **self._as_user(),  # type: ignore[arg-type]
         )
+
+    def _launch(self) -> None:
         args = [str(self.bin / "postgres"), "-D", str(self.data), "-k", str(self.socket_dir),
                 "-h", "127.0.0.1", "-p", str(self.port)]
         for name, value in self.options.items():
             args += ["-c", f"{name}={value}"]
-        with open(self.log, "wb") as log:
+        with open(self.log, "ab") as log:
             if self.user is not None:
                 os.chown(self.log, self.user.pw_uid, self.user.pw_gid)
             self.process = subprocess.Popen(
                 args, stdout=log, stderr=subprocess.STDOUT, **self._as_user()  # type: ignore[arg-type]
             )
         self._wait_ready()
-        return self
 
     def _wait_ready(self) -> None:
         deadline = time.monotonic() + START_TIMEOUT
@@ -163,8 +172,8 @@ class PostgresServer:
                     raise
                 time.sleep(0.05)
 
-    def stop(self) -> None:
-        """Stop the server (fast shutdown) and remove its directory."""
+    def halt(self) -> None:
+        """Stop the server (fast shutdown: open connections are cut), keeping its data."""
         if self.process is not None and self.process.poll() is None:
             self.process.terminate()
             try:
@@ -173,6 +182,10 @@ class PostgresServer:
                 self.process.kill()
                 self.process.wait()
         self.process = None
+
+    def stop(self) -> None:
+        """Stop the server and remove its directory."""
+        self.halt()
         shutil.rmtree(self.root, ignore_errors=True)
 
     def __enter__(self) -> PostgresServer:
@@ -211,7 +224,7 @@ class PostgresServer:
 
 
 @contextlib.contextmanager
-def running(options: dict[str, str] | None = None) -> object:
+def running(options: dict[str, str] | None = None) -> Iterator[PostgresServer]:
     server = PostgresServer(options).start()
     try:
         yield server

@@ -22,10 +22,11 @@ from starlette.responses import Response
 from starlette.routing import Mount, Route
 from starlette.types import Receive, Scope, Send
 
-from ratatoskr.affect.store import open_affect_store
 from ratatoskr.affect.verbs import affect_plane
-from ratatoskr.memory.store import open_memory_store
+from ratatoskr.locations import is_postgres, ledger_location, open_affect, open_memory
+from ratatoskr.locations import open_ledger as open_ledger_at
 from ratatoskr.memory.verbs import memory_plane
+from ratatoskr.core.errors import Unavailable
 from ratatoskr.server.metrics import CONTENT_TYPE, Metrics
 from ratatoskr.server.settings import (
     AFFECT_DB_ENV,
@@ -37,7 +38,7 @@ from ratatoskr.server.settings import (
 )
 from ratatoskr.server.threads import configure_store_threads, run_in_store_thread
 from ratatoskr.sqlite.database import SchemaError
-from ratatoskr.sqlite.jti import JtiLedger, ledger_beside
+from ratatoskr.sqlite.jti import JtiLedger
 from ratatoskr.wire.http import WireEndpoints
 from ratatoskr.wire.openapi import openapi_document
 from ratatoskr.wire.plane import Plane
@@ -64,19 +65,23 @@ class OpenStores:
 
 
 def ledger_path(settings: Settings, planes: Sequence[str]) -> str:
-    """The jti ledger every worker shares: beside the memory file (where the standalone
-    memory provider keeps it too), or beside the affect file when memory is not served."""
-    return ledger_beside(settings.memory_db if "memory" in planes else settings.affect_db)
+    """The jti ledger every worker (and, on PostgreSQL, every server) shares: beside the
+    memory plane's file or in its database (where the standalone memory provider keeps it
+    too), or the affect plane's when memory is not served."""
+    return ledger_location(settings.memory_db if "memory" in planes else settings.affect_db)
 
 
 def open_plane(settings: Settings, name: str) -> tuple[Plane, Any]:
     """One plane over its opened store; the store is returned to be closed."""
     if name == "memory":
-        memory = open_memory_store(
-            settings.memory_db, embedding_dim=settings.embedding_dim, settings=settings.database
+        memory = open_memory(
+            settings.memory_db,
+            embedding_dim=settings.embedding_dim,
+            database=settings.database,
+            pool=settings.postgres,
         )
         return memory_plane(memory), memory
-    affect = open_affect_store(settings.affect_db, settings=settings.database)
+    affect = open_affect(settings.affect_db, database=settings.database, pool=settings.postgres)
     return affect_plane(affect), affect
 
 
@@ -110,7 +115,13 @@ def check_stores(settings: Settings, planes: Sequence[str] = PLANES) -> None:
             raise SettingsError(f"{setting}: {exc}") from None
         except ValueError as exc:
             raise SettingsError(f"{setting}: {exc}") from None
+        except Unavailable as exc:  # PostgreSQL not reachable (the message masks the URL)
+            raise SettingsError(f"{setting}: {exc.message}") from None
         except Exception as exc:  # apsw: not a database, cannot open, ...
+            if is_postgres(settings.memory_db if name == "memory" else settings.affect_db):
+                raise SettingsError(
+                    f"{setting}: the database cannot be used ({type(exc).__name__})"
+                ) from None
             raise SettingsError(
                 f"{setting}: the file cannot be opened as a database ({type(exc).__name__})"
             ) from None
@@ -199,11 +210,13 @@ def create_app(
     def open_guard() -> tuple[ReplayGuard, bool]:
         if ledger is not None and not isinstance(ledger, str):
             return ledger, False
-        path = (
-            ledger
-            if ledger is not None
-            else (ledger_path(settings, names) if names else ":memory:")
-        )
+        if ledger is None and names:
+            plane = "memory" if "memory" in names else "affect"
+            location = settings.memory_db if plane == "memory" else settings.affect_db
+            return open_ledger_at(location, database=settings.database, pool=settings.postgres), True
+        path = ledger if ledger is not None else ":memory:"
+        if is_postgres(path):
+            return open_ledger_at(path, pool=settings.postgres), True
         return JtiLedger(path, settings=settings.database), True
 
     async def metrics_endpoint(request: Request) -> Response:

@@ -20,6 +20,8 @@ from ratatoskr.core.locations import DEFAULT_MEMORY_DB as DEFAULT_MEMORY_DB
 from ratatoskr.core.locations import DIM_ENV as DIM_ENV
 from ratatoskr.core.locations import MEMORY_DB_ENV as MEMORY_DB_ENV
 from ratatoskr.core.locations import env_int
+from ratatoskr.postgres.database import PoolSettings
+from ratatoskr.postgres.url import LocationError, check_location, is_postgres_url
 from ratatoskr.server.threads import DEFAULT_STORE_THREADS, MAX_STORE_THREADS
 from ratatoskr.sqlite.database import (
     BUSY_TIMEOUT_ENV,
@@ -86,8 +88,9 @@ class Settings:
     """Everything the server needs, validated. ``keyring`` never shows in a repr."""
 
     keyring: Keyring = field(repr=False)
-    memory_db: str = DEFAULT_MEMORY_DB
-    affect_db: str = DEFAULT_AFFECT_DB
+    # a path or a postgresql:// URL, which may hold a password: never in a repr
+    memory_db: str = field(default=DEFAULT_MEMORY_DB, repr=False)
+    affect_db: str = field(default=DEFAULT_AFFECT_DB, repr=False)
     embedding_dim: int = DEFAULT_DIM
     allow_unscoped: bool = False
     consumer_id: str = DEFAULT_CONSUMER
@@ -106,6 +109,8 @@ class Settings:
     database: DatabaseSettings = field(default_factory=DatabaseSettings)
     # continuous replication by Litestream (``RATATOSKR_REPLICA_URL``); None: off
     replica: ReplicaSettings | None = field(default=None, repr=False)
+    # connections per worker and plane when a plane is on PostgreSQL
+    postgres: PoolSettings = field(default_factory=PoolSettings)
     # where the development key lives when no key setting is given (None otherwise)
     dev_key_file: Path | None = None
     dev_key_generated: bool = False
@@ -138,9 +143,22 @@ def _text(env: Mapping[str, str], name: str, default: str, max_chars: int = 256)
     return value
 
 
-def _db_path(env: Mapping[str, str], name: str, default: str, cwd: Path) -> str:
-    """The database path, its directory created if needed and checked writable."""
+def _db_location(env: Mapping[str, str], name: str, default: str, cwd: Path) -> str:
+    """A ``postgresql://`` URL as given, or a file path (``_db_path``); any other URL-like
+    value is refused, naming the setting (never quoting the value: a URL may hold a
+    password)."""
     raw = env.get(name, "").strip() or default
+    try:
+        check_location(raw)
+    except LocationError as exc:
+        raise SettingsError(f"{name}: {exc}") from None
+    if is_postgres_url(raw):
+        return raw
+    return _db_path(raw, name, cwd)
+
+
+def _db_path(raw: str, name: str, cwd: Path) -> str:
+    """The database path, its directory created if needed and checked writable."""
     path = Path(raw)
     if not path.is_absolute():
         path = cwd / path
@@ -224,9 +242,14 @@ def load_settings(
     except ValueError as exc:
         raise SettingsError(str(exc)) from None
     dim = _int(env, DIM_ENV, DEFAULT_DIM, 1, MAX_DIM)
-    memory_db = _db_path(env, MEMORY_DB_ENV, DEFAULT_MEMORY_DB, cwd)
-    affect_db = _db_path(env, AFFECT_DB_ENV, DEFAULT_AFFECT_DB, cwd)
-    if memory_db == affect_db:
+    memory_db = _db_location(env, MEMORY_DB_ENV, DEFAULT_MEMORY_DB, cwd)
+    affect_db = _db_location(env, AFFECT_DB_ENV, DEFAULT_AFFECT_DB, cwd)
+    try:
+        postgres = PoolSettings.from_env(env)
+    except ValueError as exc:
+        raise SettingsError(str(exc)) from None
+    # two planes may share a PostgreSQL database (their tables do not collide), not a file
+    if memory_db == affect_db and not is_postgres_url(memory_db):
         raise SettingsError(f"{MEMORY_DB_ENV} and {AFFECT_DB_ENV} must name different files")
     keyring, dev_key_file, generated = _keyring(env, cwd, generate_dev_key)
     return Settings(
@@ -251,6 +274,7 @@ def load_settings(
         log_format=_choice(env, LOG_FORMAT_ENV, "json", LOG_FORMATS),
         database=database,
         replica=replica,
+        postgres=postgres,
         dev_key_file=dev_key_file,
         dev_key_generated=generated,
     )
