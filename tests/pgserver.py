@@ -17,6 +17,7 @@ import importlib.util
 import os
 import pwd
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -175,7 +176,7 @@ class PostgresServer:
     def halt(self) -> None:
         """Stop the server (fast shutdown: open connections are cut), keeping its data."""
         if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
+            self.process.send_signal(signal.SIGINT)  # fast shutdown (SIGTERM waits for clients)
             try:
                 self.process.wait(30)
             except subprocess.TimeoutExpired:

@@ -1,0 +1,79 @@
+"""PostgreSQL going away under a running server, and coming back.
+
+While the database is down, every call that needs it is ``<plane>.unavailable`` (503,
+retryable), ``/readyz`` answers 503 with a reason that names neither host nor credential,
+and ``/healthz`` (the process) stays 200. When the database is back, the server serves
+again by itself: no restart.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.pgserver import PostgresServer
+from tests.server.harness import KEY, Server, call, ok, poll, vec
+
+
+@pytest.fixture
+def own_postgres() -> Iterator[PostgresServer]:
+    """A PostgreSQL of this test's own, as the test stops it."""
+    server = PostgresServer().start()
+    try:
+        server.create_database("outage")
+        yield server
+    finally:
+        server.stop()
+
+
+def test_postgres_down_is_503_retryable_and_the_server_recovers(
+    tmp_path: Path, own_postgres: PostgresServer
+) -> None:
+    url = own_postgres.url("outage", tcp=True).replace("postgres@", "postgres:hunter2@")
+    server = Server(
+        tmp_path,
+        workers=1,
+        env={
+            "RATATOSKR_MEMORY_DB": url,
+            "RATATOSKR_AFFECT_DB": url,
+            "RATATOSKR_PG_POOL_TIMEOUT": "1",
+        },
+    )
+    try:
+        server.start()
+        record = {"id": "c1", "embedding": vec(1), "scope": {"tenant": "acme"}}
+        args = {"records": [record], "idempotency_key": "k1"}
+        ok(call(server.url, "memory", "upsert_many", args))
+
+        own_postgres.halt()
+        down = call(server.url, "memory", "search", {"vector": vec(1), "top_k": 1})
+        assert down.status_code == 503
+        error = down.json()["error"]
+        assert error["code"] == "memory.unavailable" and error["retryable"] is True
+        state = {"id": "s1", "scope": {"tenant": "acme"}}
+        write = call(server.url, "affect", "put_many", {"records": [state], "idempotency_key": "p"})
+        assert write.status_code == 503
+        assert write.json()["error"]["code"] == "affect.unavailable"
+        ready = httpx.get(server.url + "/readyz", timeout=30)
+        assert ready.status_code == 503
+        assert ready.json()["planes"]["memory"]["status"] == "down"
+        assert httpx.get(server.url + "/healthz", timeout=5).status_code == 200
+
+        own_postgres.start()
+
+        def serving() -> bool | None:
+            answer = call(server.url, "memory", "get", {"chunk_id": "c1"})
+            return True if answer.status_code == 200 else None
+
+        started = time.monotonic()
+        poll(serving, 60, "the server to serve again")
+        print(f"served again after {time.monotonic() - started:.1f} s")
+        assert httpx.get(server.url + "/readyz", timeout=30).status_code == 200
+        output = server.output()
+        assert "hunter2" not in output and KEY not in output
+    finally:
+        server.kill()
