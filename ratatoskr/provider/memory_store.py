@@ -21,12 +21,14 @@ def build_memory_provider_app(
     store: MemoryVerbs, heimdall_key: bytes, consumer_id: str = "ratatoskr"
 ) -> Starlette:
     """The memory plane over ``store`` as a Bifrost wire app; the replay ledger lies beside
-    the store's file (in memory for an in-memory or non-file store)."""
+    the store's file or in its PostgreSQL database (in memory for an in-memory or other
+    store)."""
     describe = getattr(store, "describe_store", None)
     if describe is None or not isinstance(describe(), dict):
         raise ValueError("store.describe_store() must return a capability dict")
     if not isinstance(heimdall_key, bytes | bytearray) or not heimdall_key:
         raise ValueError("heimdall_key must be non-empty bytes")
+    from ratatoskr.memory.postgres.store import PgMemoryStore
     from ratatoskr.memory.verbs import memory_plane
     from ratatoskr.server.app import create_app
     from ratatoskr.server.settings import Settings
@@ -34,10 +36,11 @@ def build_memory_provider_app(
     from ratatoskr.wire.keys import Keyring
 
     path = store.db.path if isinstance(store, RatatoskrMemoryStore) else ":memory:"
+    ledger = store.db.url if isinstance(store, PgMemoryStore) else ledger_beside(path)
     settings = Settings(
         keyring=Keyring(bytes(heimdall_key), setting="heimdall_key"), consumer_id=consumer_id
     )
-    return create_app(settings, planes=[memory_plane(store)], ledger=ledger_beside(path))
+    return create_app(settings, planes=[memory_plane(store)], ledger=ledger)
 
 
 __all__ = ["RatatoskrMemoryStore", "build_memory_provider_app", "open_memory_store"]

@@ -1,4 +1,4 @@
-"""Fixtures: the real memory app over a real SQLite file, driven over HTTP."""
+"""Fixtures: the real memory app over a real store of each backend, driven over HTTP."""
 
 from __future__ import annotations
 
@@ -8,28 +8,36 @@ from pathlib import Path
 import pytest
 from starlette.testclient import TestClient
 
-from ratatoskr.memory.store import RatatoskrMemoryStore, open_memory_store
-from ratatoskr.sqlite.jti import JtiLedger
+from typing import Any
+
+from ratatoskr.locations import open_ledger
 from tests.apps import memory_app
+from tests.backends import Backend
 from tests.wire.helpers import DIM, KEY
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> Iterator[RatatoskrMemoryStore]:
-    s = open_memory_store(str(tmp_path / "m.db"), embedding_dim=DIM)
+def location(backend: Backend, tmp_path: Path) -> str:
+    return backend.fresh(tmp_path, "memory")
+
+
+@pytest.fixture
+def store(backend: Backend, location: str) -> Iterator[Any]:
+    s = backend.memory(location, embedding_dim=DIM)
     yield s
     s.close()
 
 
 @pytest.fixture
-def ledger(tmp_path: Path) -> Iterator[JtiLedger]:
-    guard = JtiLedger(str(tmp_path / "m.jti.db"))
+def ledger(location: str) -> Iterator[Any]:
+    """The jti ledger beside the store: the file next to it, or its database."""
+    guard = open_ledger(location)
     yield guard
-    guard.close()
+    guard.close()  # type: ignore[attr-defined]
 
 
 @pytest.fixture
-def client(store: RatatoskrMemoryStore, ledger: JtiLedger) -> Iterator[TestClient]:
+def client(store: Any, ledger: Any) -> Iterator[TestClient]:
     app = memory_app(store, KEY, ledger=ledger)
     with TestClient(app) as c:
         yield c

@@ -1,7 +1,8 @@
-"""A worker process for the replay test: its own app over the shared files, one request.
+"""A worker process for the replay test: its own app over the shared store, one request.
 
-Usage: python -m tests.wire.replay_worker DB LEDGER; the body and token come on stdin as
-JSON; prints the HTTP status and the error code (or ``ok``).
+Usage: python -m tests.wire.replay_worker LOCATION (a file or a postgresql:// URL; the jti
+ledger is the one beside it); the body and token come on stdin as JSON; prints the HTTP
+status and the error code (or ``ok``).
 """
 
 from __future__ import annotations
@@ -11,16 +12,16 @@ import sys
 import orjson
 from starlette.testclient import TestClient
 
-from ratatoskr.memory.store import open_memory_store
+from ratatoskr.locations import open_ledger, open_memory
 from tests.apps import memory_app
 from tests.wire.helpers import DIM, KEY, post
 
 
 def main() -> None:
-    db, ledger = sys.argv[1], sys.argv[2]
+    location = sys.argv[1]
     job = orjson.loads(sys.stdin.buffer.read())
-    store = open_memory_store(db, embedding_dim=DIM)
-    with TestClient(memory_app(store, KEY, ledger=ledger)) as client:
+    store = open_memory(location, embedding_dim=DIM)
+    with TestClient(memory_app(store, KEY, ledger=open_ledger(location))) as client:
         response = post(client, job["body"].encode(), job["token"])
     body = response.json()
     print(response.status_code, "ok" if body["ok"] else body["error"]["code"])

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 from starlette.routing import Route
 from starlette.testclient import TestClient
 
 from ratatoskr.memory.reference import ReferenceMemoryStore
 from ratatoskr.provider.memory_store import RatatoskrMemoryStore, build_memory_provider_app
-from tests.wire.helpers import DIM, KEY, call, ok
+from tests.wire.helpers import DIM, KEY, call, envelope, error_code, ok, post, token_for
 
 
 def _post_routes(app: object) -> set[str]:
@@ -39,10 +37,16 @@ def test_builds_app_over_the_reference_store() -> None:
 
 
 def test_builds_app_puts_the_jti_ledger_beside_the_database(
-    store: RatatoskrMemoryStore, tmp_path: Path
+    store: RatatoskrMemoryStore,
 ) -> None:
-    build_memory_provider_app(store, KEY)
-    assert (tmp_path / "m.jti.db").exists()
+    """Two apps over one store (two worker processes, say) share its ledger: beside the
+    file, or in the PostgreSQL database, so a mutating token is used once across them."""
+    body = envelope("delete_many", {"ids": ["x"]})
+    bearer = token_for(body, verb="delete_many")
+    with TestClient(build_memory_provider_app(store, KEY)) as first:
+        assert post(first, body, bearer).status_code == 200
+    with TestClient(build_memory_provider_app(store, KEY)) as second:
+        assert error_code(post(second, body, bearer)) == "auth.token_replayed"
 
 
 def test_bad_key(store: RatatoskrMemoryStore) -> None:

@@ -16,9 +16,9 @@ from tests.wire.helpers import call, envelope, error_code, ok, post, record, tok
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _worker(db: Path, ledger: Path) -> subprocess.Popen[bytes]:
+def _worker(location: str) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
-        [sys.executable, "-m", "tests.wire.replay_worker", str(db), str(ledger)],
+        [sys.executable, "-m", "tests.wire.replay_worker", location],
         cwd=ROOT,
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
@@ -27,15 +27,15 @@ def _worker(db: Path, ledger: Path) -> subprocess.Popen[bytes]:
 
 
 def test_replay_across_two_processes_sharing_the_ledger(
-    store: RatatoskrMemoryStore, tmp_path: Path
+    store: RatatoskrMemoryStore, ledger: JtiLedger, location: str
 ) -> None:
-    db, ledger = tmp_path / "m.db", tmp_path / "shared.jti.db"
-    JtiLedger(str(ledger)).close()  # created once, as the server's start would
+    """Each process opens the store and the ledger beside it (created once by the
+    ``ledger`` fixture, as the server's start would)."""
     args = {"records": [record("a", vec(1))], "idempotency_key": "k"}
     body = envelope("upsert_many", args)
     token = token_for(body, verb="upsert_many")
     job = orjson.dumps({"body": body.decode(), "token": token})
-    workers = [_worker(db, ledger) for _ in range(2)]
+    workers = [_worker(location) for _ in range(2)]
     outputs = []
     for worker in workers:
         out, err = worker.communicate(job, timeout=60)
