@@ -23,8 +23,8 @@ import psycopg
 
 from ratatoskr.affect.postgres.store import read_secret
 from ratatoskr.affect.store import open_affect_store
-from ratatoskr.locations import open_affect, open_memory
 from ratatoskr.memory.store import open_memory_store
+from ratatoskr.ops.locations import open_affect, open_memory
 from ratatoskr.sqlite.cursors import load_secret
 from tests.pgserver import PostgresServer
 

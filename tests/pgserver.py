@@ -138,8 +138,17 @@ class PostgresServer:
                 os.chown(directory, self.user.pw_uid, self.user.pw_gid)
         os.chmod(self.data, 0o700)
         subprocess.run(
-            [str(self.bin / "initdb"), "-E", "UTF8", "--locale=C", "-U", "postgres",
-             "--auth=trust", "-D", str(self.data)],
+            [
+                str(self.bin / "initdb"),
+                "-E",
+                "UTF8",
+                "--locale=C",
+                "-U",
+                "postgres",
+                "--auth=trust",
+                "-D",
+                str(self.data),
+            ],
             check=True,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
@@ -147,15 +156,27 @@ class PostgresServer:
         )
 
     def _launch(self) -> None:
-        args = [str(self.bin / "postgres"), "-D", str(self.data), "-k", str(self.socket_dir),
-                "-h", "127.0.0.1", "-p", str(self.port)]
+        args = [
+            str(self.bin / "postgres"),
+            "-D",
+            str(self.data),
+            "-k",
+            str(self.socket_dir),
+            "-h",
+            "127.0.0.1",
+            "-p",
+            str(self.port),
+        ]
         for name, value in self.options.items():
             args += ["-c", f"{name}={value}"]
         with open(self.log, "ab") as log:
             if self.user is not None:
                 os.chown(self.log, self.user.pw_uid, self.user.pw_gid)
             self.process = subprocess.Popen(
-                args, stdout=log, stderr=subprocess.STDOUT, **self._as_user()  # type: ignore[arg-type]
+                args,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                **self._as_user(),  # type: ignore[arg-type]
             )
         self._wait_ready()
 

@@ -96,7 +96,5 @@ class PgIdempotency:
         rows = conn.execute(f"SELECT idempotency_id, record_ids FROM {self.table}").fetchall()
         doomed = [iid for iid, record_ids in rows if ids.intersection(orjson.loads(record_ids))]
         if doomed:
-            conn.execute(
-                f"DELETE FROM {self.table} WHERE idempotency_id = ANY(%s)", (doomed,)
-            )
+            conn.execute(f"DELETE FROM {self.table} WHERE idempotency_id = ANY(%s)", (doomed,))
         return len(doomed)

@@ -27,9 +27,7 @@ def _schema_v1(conn: Conn) -> None:
         "CREATE TABLE IF NOT EXISTS ratatoskr_jti ("
         "jti bytea PRIMARY KEY, expires_at double precision NOT NULL)"
     )
-    conn.execute(
-        "CREATE INDEX IF NOT EXISTS ratatoskr_jti_expires ON ratatoskr_jti (expires_at)"
-    )
+    conn.execute("CREATE INDEX IF NOT EXISTS ratatoskr_jti_expires ON ratatoskr_jti (expires_at)")
 
 
 MIGRATIONS = [Migration(1, _schema_v1)]
@@ -61,7 +59,10 @@ class PgJtiLedger:
         if self._claims % PRUNE_EVERY == 1:
             self.prune()
         raw = jti.encode("utf-8", "surrogatepass")
-        return self.db.once(lambda conn: conn.execute(_CLAIM, (raw, expires_at, now)).fetchone()) is not None
+        return (
+            self.db.once(lambda conn: conn.execute(_CLAIM, (raw, expires_at, now)).fetchone())
+            is not None
+        )
 
     def prune(self) -> int:
         now = self.clock()
@@ -71,7 +72,9 @@ class PgJtiLedger:
         return int(cur.rowcount)
 
     def count(self) -> int:
-        row = self.db.once(lambda conn: conn.execute("SELECT count(*) FROM ratatoskr_jti").fetchone())
+        row = self.db.once(
+            lambda conn: conn.execute("SELECT count(*) FROM ratatoskr_jti").fetchone()
+        )
         return int(row[0]) if row else 0
 
     def close(self) -> None:

@@ -33,9 +33,7 @@ def scope_condition(scope_all: Scope, scope_any: Sequence[Scope]) -> tuple[str, 
     if scope_any and all(element for element in scope_any):
         branches = []
         for element in scope_any:
-            branches.append(
-                "(" + " AND ".join(f"{COLUMNS[a]} = %s" for a in sorted(element)) + ")"
-            )
+            branches.append("(" + " AND ".join(f"{COLUMNS[a]} = %s" for a in sorted(element)) + ")")
             params.extend(key(element[a]) for a in sorted(element))
         clauses.append("(" + " OR ".join(branches) + ")")
     return (" AND ".join(clauses) or "TRUE"), params

@@ -48,8 +48,7 @@ def check_location(location: str) -> str:
         if len(scheme) > 32 or not scheme.isascii():
             scheme = "this"
         raise LocationError(
-            f"the {scheme!r} scheme is not served: use a file path (SQLite) "
-            "or a postgresql:// URL"
+            f"the {scheme!r} scheme is not served: use a file path (SQLite) or a postgresql:// URL"
         )
     return location
 

@@ -23,10 +23,10 @@ from starlette.routing import Mount, Route
 from starlette.types import Receive, Scope, Send
 
 from ratatoskr.affect.verbs import affect_plane
-from ratatoskr.locations import is_postgres, ledger_location, open_affect, open_memory
-from ratatoskr.locations import open_ledger as open_ledger_at
-from ratatoskr.memory.verbs import memory_plane
 from ratatoskr.core.errors import Unavailable
+from ratatoskr.memory.verbs import memory_plane
+from ratatoskr.ops.locations import is_postgres, ledger_location, open_affect, open_memory
+from ratatoskr.ops.locations import open_ledger as open_ledger_at
 from ratatoskr.server.metrics import CONTENT_TYPE, Metrics
 from ratatoskr.server.settings import (
     AFFECT_DB_ENV,
@@ -213,7 +213,9 @@ def create_app(
         if ledger is None and names:
             plane = "memory" if "memory" in names else "affect"
             location = settings.memory_db if plane == "memory" else settings.affect_db
-            return open_ledger_at(location, database=settings.database, pool=settings.postgres), True
+            return open_ledger_at(
+                location, database=settings.database, pool=settings.postgres
+            ), True
         path = ledger if ledger is not None else ":memory:"
         if is_postgres(path):
             return open_ledger_at(path, pool=settings.postgres), True

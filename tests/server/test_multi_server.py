@@ -77,9 +77,7 @@ def test_a_write_on_one_server_is_read_at_once_on_the_other(pair: tuple[Server, 
     state = {"id": "mood-1", "scope": TENANT, "valence": 0.25}
     ok(call(a.url, "affect", "put_many", {"records": [state], "idempotency_key": "p1"}))
     assert ok(call(b.url, "affect", "get", {"id": "mood-1"}))["valence"] == 0.25
-    events = [
-        {"id": f"ev-{i}", "scope": TENANT, "at": f"2026-01-01T00:00:0{i}Z"} for i in range(3)
-    ]
+    events = [{"id": f"ev-{i}", "scope": TENANT, "at": f"2026-01-01T00:00:0{i}Z"} for i in range(3)]
     ok(call(b.url, "affect", "append_events", {"events": events, "idempotency_key": "e1"}))
     page = ok(call(a.url, "affect", "read_events", {"limit": 2}))
     rest = ok(call(b.url, "affect", "read_events", {"limit": 2, "cursor": page["next_cursor"]}))

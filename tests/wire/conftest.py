@@ -4,13 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from starlette.testclient import TestClient
 
-from typing import Any
-
-from ratatoskr.locations import open_ledger
+from ratatoskr.ops.locations import open_ledger
 from tests.apps import memory_app
 from tests.backends import Backend
 from tests.wire.helpers import DIM, KEY

@@ -12,7 +12,7 @@ import sys
 import orjson
 from starlette.testclient import TestClient
 
-from ratatoskr.locations import open_ledger, open_memory
+from ratatoskr.ops.locations import open_ledger, open_memory
 from tests.apps import memory_app
 from tests.wire.helpers import DIM, KEY, post
 

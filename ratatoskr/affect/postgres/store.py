@@ -1,6 +1,7 @@
 """The affect plane's store on PostgreSQL: the SQLite store's rules over shared tables.
 
-Validation and confinement are the plane's (``affect.rules``), run before any statement.
+Validation and confinement are the plane's (``affect.calls``), run before any statement;
+this store writes only the halves that touch storage.
 Each write is one ``REPEATABLE READ`` transaction, retried whole on a serialization failure
 (two servers writing one id), so optimistic locking has exactly one winner and a batch is
 stored whole or not at all. Scoped reads filter in SQL before ``LIMIT`` and page by keyset,
@@ -17,6 +18,7 @@ from typing import Any
 import orjson
 
 from ratatoskr.affect import rules
+from ratatoskr.affect.calls import AffectCalls
 from ratatoskr.affect.postgres.schema import AFFECT_MIGRATIONS
 from ratatoskr.core.context import CallContext
 from ratatoskr.core.errors import EventConflict, RevisionMismatch, ScopeForbidden
@@ -55,7 +57,7 @@ def read_secret(db: PgDatabase) -> bytes:
     return bytes.fromhex(row[0])
 
 
-class PgAffectStore:
+class PgAffectStore(AffectCalls):
     """The affect plane over one PostgreSQL database. Safe to call from many threads."""
 
     def __init__(self, db: PgDatabase, *, clock: Callable[[], float] = time.time) -> None:
@@ -74,19 +76,6 @@ class PgAffectStore:
 
     # -- states --------------------------------------------------------------------------
 
-    def put_many(
-        self,
-        records: list[dict[str, Any]],
-        *,
-        idempotency_key: str,
-        ctx: CallContext,
-        expected_revisions: dict[str, int] | None = None,
-        idempotency_class: str | None = None,
-    ) -> dict[str, Any]:
-        call = rules.parse_put(records, idempotency_key, expected_revisions, idempotency_class)
-        rules.confine_writes(call.states, ctx.scope)
-        return self.put_parsed(call, ctx)
-
     def put_parsed(self, call: rules.PutCall, ctx: CallContext) -> dict[str, Any]:
         """The write half of ``put_many``: ``call`` is validated and its scopes confined."""
         ids = [s.id for s in call.states]
@@ -97,8 +86,7 @@ class PgAffectStore:
             if _idem.is_replay(conn, iid, call.digest, now):
                 return {"written": len(ids), "replayed": True}
             rows = conn.execute(
-                "SELECT id, revision, scope_json FROM affect_states WHERE id = ANY(%s) "
-                "FOR UPDATE",
+                "SELECT id, revision, scope_json FROM affect_states WHERE id = ANY(%s) FOR UPDATE",
                 (keys(ids),),
             ).fetchall()
             existing = {_text(i): (rev, orjson.loads(scope)) for i, rev, scope in rows}
@@ -157,10 +145,6 @@ class PgAffectStore:
 
         return self.db.write(delete)
 
-    def get(self, id: str, *, ctx: CallContext | None = None) -> dict[str, Any] | None:
-        found = self.get_many([rules.check_id(id, "id")], ctx=ctx)
-        return found[0] if found else None
-
     def get_many(self, ids: list[str], *, ctx: CallContext | None = None) -> list[dict[str, Any]]:
         wanted = rules.check_ids(ids)
         token_scope = ctx.scope if ctx else {}
@@ -201,18 +185,6 @@ class PgAffectStore:
         }
 
     # -- events --------------------------------------------------------------------------
-
-    def append_events(
-        self,
-        events: list[dict[str, Any]],
-        *,
-        idempotency_key: str,
-        ctx: CallContext,
-        idempotency_class: str | None = None,
-    ) -> dict[str, Any]:
-        call = rules.parse_append(events, idempotency_key, idempotency_class)
-        rules.confine_writes(call.events, ctx.scope)
-        return self.append_parsed(call, ctx)
 
     def append_parsed(self, call: rules.AppendCall, ctx: CallContext) -> dict[str, Any]:
         """The write half of ``append_events``: an id already stored with an equal event is
@@ -267,23 +239,6 @@ class PgAffectStore:
 
         return self.db.write(write)
 
-    def read_events(
-        self,
-        *,
-        limit: int,
-        scope_all: dict[str, str] | None = None,
-        scope_any: list[dict[str, str]] | None = None,
-        since: str | None = None,
-        until: str | None = None,
-        order: str | None = None,
-        cursor: str | None = None,
-        ctx: CallContext | None = None,
-    ) -> dict[str, Any]:
-        call = rules.parse_read_events(scope_all, scope_any, since, until, order, limit, cursor)
-        if ctx is not None:
-            call = rules.confine_read(call, ctx.scope)
-        return self.read_events_parsed(call)
-
     def read_events_parsed(self, call: rules.ListCall) -> dict[str, Any]:
         """The read half of ``read_events``: ``call`` is validated and already confined."""
         tag = rules.cursor_tag("read_events", call)
@@ -321,22 +276,6 @@ class PgAffectStore:
 
     def close(self) -> None:
         self.db.close()
-
-    # ``list`` last: inside the class body the name would shadow the builtin in annotations.
-    def list(
-        self,
-        *,
-        limit: int,
-        scope_all: dict[str, str] | None = None,
-        scope_any: list[dict[str, str]] | None = None,
-        cursor: str | None = None,
-        ctx: CallContext | None = None,
-    ) -> dict[str, Any]:
-        """States admitted by the filter, by id ascending, one page of at most ``limit``."""
-        call = rules.parse_list(scope_all, scope_any, limit, cursor)
-        if ctx is not None:
-            call = rules.confine_read(call, ctx.scope)
-        return self.list_parsed(call)
 
 
 def open_pg_affect_store(

@@ -88,7 +88,10 @@ def write_chunks(conn: Conn, chunks: list[rules.Chunk], existing: Existing, now:
             "(LIKE memory_chunks) ON COMMIT DELETE ROWS"
         )
         target = "memory_staging"
-    with conn.cursor() as cur, cur.copy(f"COPY {target} ({COLUMNS}) FROM STDIN (FORMAT BINARY)") as copy:
+    with (
+        conn.cursor() as cur,
+        cur.copy(f"COPY {target} ({COLUMNS}) FROM STDIN (FORMAT BINARY)") as copy,
+    ):
         copy.write(payload)
     if existing:
         conn.execute(_UPSERT)

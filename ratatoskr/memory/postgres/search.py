@@ -22,7 +22,8 @@ import numpy as np
 from ratatoskr.memory import rules
 from ratatoskr.memory.search.cosine import cosine_scores, rank
 from ratatoskr.memory.search.hits import stored_record
-from ratatoskr.memory.search.sql import CANDIDATE_MARGIN, DISTANCE_EPSILON
+from ratatoskr.memory.search.ranking import CANDIDATE_MARGIN
+from ratatoskr.memory.search.sql import DISTANCE_EPSILON
 from ratatoskr.postgres.database import Conn
 from ratatoskr.postgres.scope_sql import scope_condition
 from ratatoskr.postgres.vectors import Float4Array, parse_vector
@@ -77,6 +78,6 @@ def search_hits(conn: Conn, call: rules.SearchCall) -> list[dict[str, Any]]:
     for chunk_id, score in rank(list(by_id), scores, call.top_k):
         row, vector = by_id[chunk_id]
         f64 = bytes(row[5]) if row[5] is not None else None
-        record = stored_record(row[3], vector, f64, row[6], call.include_embedding)
+        record = stored_record(row[3], vector.tobytes(), f64, row[6], call.include_embedding)
         hits.append(rules.search_hit(record, chunk_id, score, row[2], call.include_embedding))
     return hits

@@ -1,12 +1,12 @@
 """The memory plane's store on PostgreSQL + pgvector: the SQLite store's rules, shared data.
 
-Validation and confinement are the plane's (``memory.rules``: parse, then confine), run
-before any statement. A write is one ``REPEATABLE READ`` transaction (``PgDatabase.write``):
-the idempotency check, the revisions and scopes of the batch's ids, the optimistic-locking
-check, the rows, the idempotency entry; committed whole, or rolled back whole. Two servers
-writing one id at once meet as a serialization failure, retried inside the store, so
-exactly one ``expected_revisions`` race wins. The rows go in through binary ``COPY`` into a
-per-connection staging table, then one ``INSERT ... SELECT ... ON CONFLICT`` (``copy.py``).
+Validation and confinement are the plane's (``memory.calls``: parse, then confine), run
+before any statement; this store writes only the halves that touch storage. A write is one
+``REPEATABLE READ`` transaction (``PgDatabase.write``): the idempotency check, the
+revisions and scopes of the batch's ids, the optimistic-locking check, the rows, the
+idempotency entry; committed whole, or rolled back whole. Two servers writing one id at
+once meet as a serialization failure, retried inside the store, so exactly one
+``expected_revisions`` race wins. The rows go in through binary ``COPY`` (``copy.py``).
 
 Search is exact SQL on every call (``search.py``): nothing is held per process, so a write
 acknowledged by one server is seen at once by a search on any other.
@@ -24,6 +24,7 @@ from ratatoskr.core.context import CallContext
 from ratatoskr.core.errors import RevisionMismatch, ScopeForbidden
 from ratatoskr.core.scope import contains
 from ratatoskr.memory import rules
+from ratatoskr.memory.calls import MemoryCalls
 from ratatoskr.memory.postgres.copy import Existing, write_chunks
 from ratatoskr.memory.postgres.schema import memory_migrations
 from ratatoskr.memory.postgres.search import search_hits
@@ -48,7 +49,7 @@ def revisions_and_scopes(conn: Conn, ids: list[str], *, lock: bool = False) -> E
     return {bytes(cid).decode("utf-8"): (rev, orjson.loads(scope)) for cid, rev, scope in rows}
 
 
-class PgMemoryStore:
+class PgMemoryStore(MemoryCalls):
     """The memory plane over one PostgreSQL database. Safe to call from many threads."""
 
     def __init__(
@@ -73,21 +74,6 @@ class PgMemoryStore:
         )
 
     # -- writes --------------------------------------------------------------------------
-
-    def upsert_many(
-        self,
-        records: list[dict[str, Any]],
-        *,
-        idempotency_key: str,
-        ctx: CallContext,
-        expected_revisions: dict[str, int] | None = None,
-        idempotency_class: str | None = None,
-    ) -> dict[str, Any]:
-        call = rules.parse_upsert(
-            records, idempotency_key, expected_revisions, idempotency_class, self.embedding_dim
-        )
-        rules.confine_writes(call.chunks, ctx.scope)
-        return self.upsert_parsed(call, ctx)
 
     def upsert_parsed(self, call: rules.UpsertCall, ctx: CallContext) -> dict[str, Any]:
         """The write half of ``upsert_many``, for callers (the plane) that validated already."""
@@ -132,10 +118,6 @@ class PgMemoryStore:
 
     # -- reads ---------------------------------------------------------------------------
 
-    def get(self, chunk_id: str, *, ctx: CallContext | None = None) -> dict[str, Any] | None:
-        found = self.get_many([rules.check_id(chunk_id, "chunk_id")], ctx=ctx)
-        return found[0] if found else None
-
     def get_many(self, ids: list[str], *, ctx: CallContext | None = None) -> list[dict[str, Any]]:
         wanted = rules.check_ids(ids)
         token_scope = ctx.scope if ctx else {}
@@ -151,35 +133,10 @@ class PgMemoryStore:
         for cid, revision, scope, key, embedding, f64, record_json in rows:
             if contains(orjson.loads(scope), token_scope):
                 exact = bytes(f64) if f64 is not None else None
-                record = stored_record(key, parse_vector(embedding), exact, record_json, True)
+                vector = parse_vector(embedding).tobytes()
+                record = stored_record(key, vector, exact, record_json, True)
                 by_id[bytes(cid).decode("utf-8")] = rules.with_revision(record, revision)
         return [by_id[cid] for cid in wanted if cid in by_id]
-
-    def search(
-        self,
-        vector: list[float],
-        *,
-        top_k: int,
-        scope_all: dict[str, str] | None = None,
-        scope_any: list[dict[str, str]] | None = None,
-        metadata_filter: dict[str, Any] | None = None,
-        include: dict[str, Any] | None = None,
-        fidelity_target: float | None = None,
-        ctx: CallContext | None = None,
-    ) -> list[dict[str, Any]]:
-        call = rules.parse_search(
-            vector,
-            top_k,
-            scope_all,
-            scope_any,
-            metadata_filter,
-            include,
-            fidelity_target,
-            self.embedding_dim,
-        )
-        if ctx is not None:
-            call = rules.confine_search(call, ctx.scope)
-        return self.search_parsed(call)
 
     def search_parsed(self, call: rules.SearchCall) -> list[dict[str, Any]]:
         """The read half of ``search``: ``call`` is validated and already confined."""

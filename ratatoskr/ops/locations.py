@@ -21,7 +21,6 @@ from ratatoskr.postgres.jti import PgJtiLedger
 from ratatoskr.postgres.url import check_location, is_postgres_url, masked
 from ratatoskr.sqlite.database import DatabaseSettings
 from ratatoskr.sqlite.jti import JtiLedger, ledger_beside
-from ratatoskr.wire.replay import ReplayGuard
 
 PLANES = ("memory", "affect")
 
@@ -93,8 +92,9 @@ def open_ledger(
     *,
     database: DatabaseSettings | None = None,
     pool: PoolSettings | None = None,
-) -> ReplayGuard:
-    """The jti ledger beside the plane at ``location`` (``ledger_location``)."""
+) -> JtiLedger | PgJtiLedger:
+    """The jti ledger (a ``wire.replay.ReplayGuard``) beside the plane at ``location``
+    (``ledger_location``)."""
     if is_postgres_url(check_location(location)):
         return PgJtiLedger(location, settings=pool)
     return JtiLedger(ledger_beside(location), settings=database)
