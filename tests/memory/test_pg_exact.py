@@ -1,0 +1,90 @@
+"""Search on PostgreSQL stays exact whatever indexes an operator adds.
+
+pgvector's HNSW and IVFFlat indexes answer ``ORDER BY embedding <=> q LIMIT k`` with an
+approximate walk, and under a filter they come back short. The store's query is shaped so no
+index can serve its order (``(embedding <=> q) + 0``), however often it runs (psycopg
+prepares a statement after a few runs, and a prepared plan is kept): with both kinds of
+index created on purpose, every search equals the reference store's, hit for hit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import psycopg
+import pytest
+
+from ratatoskr.memory.reference import ReferenceMemoryStore
+from ratatoskr.ops.locations import open_memory
+from tests.backends import postgres_schema
+from tests.memory.helpers import CTX
+
+DIM = 16
+USERS = [f"user-{i}" for i in range(8)]
+
+
+@pytest.fixture
+def stores() -> Iterator[tuple[Any, ReferenceMemoryStore, str]]:
+    url = postgres_schema("exact")
+    ours = open_memory(url, embedding_dim=DIM)
+    ref = ReferenceMemoryStore(DIM)
+    rng = np.random.default_rng(7)
+    records = []
+    for i in range(1200):
+        vector = rng.standard_normal(DIM).astype(np.float32)
+        if i % 50 == 0:  # equal vectors under other ids: ties go by chunk_id
+            vector = np.ones(DIM, dtype=np.float32)
+        records.append(
+            {
+                "id": f"c{i:05d}",
+                "embedding": vector.tolist(),
+                "scope": {"tenant": "t", "end_user": USERS[i % len(USERS)]},
+            }
+        )
+    for lo in range(0, len(records), 400):
+        for store in (ours, ref):
+            store.upsert_many(records[lo : lo + 400], idempotency_key=f"k{lo}", ctx=CTX)
+    yield ours, ref, url
+    ours.close()
+
+
+def _plan(url: str, sql: str, query: list[float]) -> str:
+    with psycopg.connect(url) as conn:
+        conn.execute("SET enable_seqscan = off")
+        rows = conn.execute("EXPLAIN " + sql, (str(query),)).fetchall()
+    return "\n".join(r[0] for r in rows)
+
+
+@pytest.mark.parametrize("index", ["hnsw", "ivfflat"])
+def test_search_is_exact_with_an_approximate_index_present(
+    stores: tuple[Any, ReferenceMemoryStore, str], index: str
+) -> None:
+    ours, ref, url = stores
+    options = "WITH (m = 2, ef_construction = 4)" if index == "hnsw" else "WITH (lists = 50)"
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(
+            f"CREATE INDEX memory_chunks_{index} ON memory_chunks "
+            f"USING {index} (embedding vector_cosine_ops) {options}"
+        )
+        conn.execute("ANALYZE memory_chunks")
+    naive = "SELECT chunk_id FROM memory_chunks ORDER BY embedding <=> %s::vector LIMIT 10"
+    probe = np.ones(DIM).tolist()
+    assert f"memory_chunks_{index}" in _plan(url, naive, probe)  # the index is tempting
+
+    rng = np.random.default_rng(11)
+    filters: list[dict[str, Any]] = [
+        {},
+        {"scope_all": {"end_user": "user-3"}},
+        {"scope_any": [{"end_user": "user-1"}, {"end_user": "user-6"}]},
+        {"scope_all": {"tenant": "t"}},
+    ]
+    for round_ in range(12):  # past psycopg's prepare threshold (5): cached plans too
+        query = (np.ones(DIM) if round_ % 4 == 0 else rng.standard_normal(DIM)).tolist()
+        for where in filters:
+            for top_k in (1, 10, 60):
+                got = ours.search(query, top_k=top_k, **where)
+                want = ref.search(query, top_k=top_k, **where)
+                assert [h["chunk_id"] for h in got] == [h["chunk_id"] for h in want]
+                assert [h["score"] for h in got] == [h["score"] for h in want]
