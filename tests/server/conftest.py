@@ -1,4 +1,5 @@
-"""Fixtures: a real ``ratatoskr serve`` (gunicorn, 2 workers) over files in tmp_path."""
+"""Fixtures: a real ``ratatoskr serve`` (gunicorn, 2 workers) over files in tmp_path, or
+over a fresh PostgreSQL schema for the backend-parametrized ones."""
 
 from __future__ import annotations
 
@@ -7,13 +8,24 @@ from pathlib import Path
 
 import pytest
 
+from tests.backends import postgres_schema, selected
 from tests.server.harness import Server
 
 
-@pytest.fixture(scope="module")
-def shared_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    """One server for the tests that only call it (module scope: boots once)."""
-    server = Server(tmp_path_factory.mktemp("server"))
+def backend_env(backend: str) -> dict[str, str]:
+    """The settings that put both planes on ``backend`` (files in the root by default)."""
+    if backend == "sqlite":
+        return {}
+    url = postgres_schema("serve")
+    return {"RATATOSKR_MEMORY_DB": url, "RATATOSKR_AFFECT_DB": url}
+
+
+@pytest.fixture(scope="module", params=selected())
+def shared_server(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Server]:
+    """One server per backend for the tests that only call it (module scope: boots once)."""
+    server = Server(tmp_path_factory.mktemp("server"), env=backend_env(request.param))
     try:
         yield server.start()
         assert server.terminate() == 0
@@ -23,8 +35,18 @@ def shared_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
 
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[Server]:
-    """A server of its own, for a test that breaks, stops or counts it."""
+    """A server of its own over files, for a test that breaks, stops or counts it."""
     server = Server(tmp_path)
+    try:
+        yield server.start()
+    finally:
+        server.kill()
+
+
+@pytest.fixture(params=selected())
+def any_server(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Server]:
+    """A server of its own on each backend."""
+    server = Server(tmp_path, env=backend_env(request.param))
     try:
         yield server.start()
     finally:

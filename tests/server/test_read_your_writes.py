@@ -14,7 +14,8 @@ def memory_call(url: str, verb: str, args: dict[str, Any], request_id: str) -> A
     return ok(post(url, "/bifrost/memory-call", body, token(body, "memory", verb)))
 
 
-def test_alternating_writes_and_searches_on_two_workers(server: Server) -> None:
+def test_alternating_writes_and_searches_on_two_workers(any_server: Server) -> None:
+    server = any_server
     url = server.url
     written: list[str] = []
     rounds = 0
