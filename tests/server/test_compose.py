@@ -69,3 +69,36 @@ def test_the_dockerfile_runs_what_the_tests_run() -> None:
     assert 'CMD ["python", "-m", "ratatoskr", "serve"]' in dockerfile
     assert "USER ratatoskr" in dockerfile and "/healthz" in dockerfile
     assert 'VOLUME ["/data"]' in dockerfile
+
+
+@pytest.mark.skipif(DOCKER_COMPOSE is None, reason="Debian's docker-compose binary is absent")
+def test_the_postgres_profile_runs_two_stateless_servers_over_pgvector() -> None:
+    import yaml
+
+    assert DOCKER_COMPOSE is not None
+    done = subprocess.run(
+        [DOCKER_COMPOSE, "-f", "docker-compose.yml", "--profile", "postgres", "config"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    services = yaml.safe_load(done.stdout)["services"]
+    assert services["postgres"]["image"].startswith("pgvector/pgvector:")
+    assert "profiles" not in services["ratatoskr"]  # the default stays one SQLite server
+    ports = set()
+    for name in ("ratatoskr-a", "ratatoskr-b"):
+        server = services[name]
+        assert server["profiles"] == ["postgres"]
+        env = server["environment"]
+        for setting in ("RATATOSKR_MEMORY_DB", "RATATOSKR_AFFECT_DB"):
+            assert env[setting].startswith("postgresql://ratatoskr@postgres:5432/")
+        assert "volumes" not in server  # nothing local: stateless
+        assert server["depends_on"]["postgres"]["condition"] == "service_healthy"
+        ports.add(
+            server["ports"][0]["published"]
+            if isinstance(server["ports"][0], dict)
+            else server["ports"][0]
+        )
+    assert len(ports) == 2
