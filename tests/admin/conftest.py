@@ -41,13 +41,15 @@ class Kit:
     store: Any
     _opened: list[Any] = field(default_factory=list)
 
-    def open(self, location: str | None = None) -> Any:
-        """Another store on the same storage (another process's view), or at ``location``."""
+    def open(self, location: str | None = None, backend: Backend | None = None) -> Any:
+        """Another store on the same storage (another process's view), or at ``location``
+        (of ``backend``, this kit's by default)."""
         where = location or self.location
+        on = backend or self.backend
         if self.plane == MEMORY:
-            store = self.backend.memory(where, embedding_dim=DIM, clock=self.clock)
+            store = on.memory(where, embedding_dim=DIM, clock=self.clock)
         else:
-            store = self.backend.affect(where, clock=self.clock)
+            store = on.affect(where, clock=self.clock)
         self._opened.append(store)
         return store
 

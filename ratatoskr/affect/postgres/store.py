@@ -19,6 +19,7 @@ import orjson
 
 from ratatoskr.affect import rules
 from ratatoskr.affect.calls import AffectCalls
+from ratatoskr.affect.postgres.admin import PgAffectAdmin
 from ratatoskr.affect.postgres.schema import AFFECT_MIGRATIONS
 from ratatoskr.core.context import CallContext
 from ratatoskr.core.errors import EventConflict, RevisionMismatch, ScopeForbidden
@@ -57,7 +58,7 @@ def read_secret(db: PgDatabase) -> bytes:
     return bytes.fromhex(row[0])
 
 
-class PgAffectStore(AffectCalls):
+class PgAffectStore(AffectCalls, PgAffectAdmin):
     """The affect plane over one PostgreSQL database. Safe to call from many threads."""
 
     def __init__(self, db: PgDatabase, *, clock: Callable[[], float] = time.time) -> None:

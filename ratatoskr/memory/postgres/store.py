@@ -25,6 +25,7 @@ from ratatoskr.core.errors import RevisionMismatch, ScopeForbidden
 from ratatoskr.core.scope import contains
 from ratatoskr.memory import rules
 from ratatoskr.memory.calls import MemoryCalls
+from ratatoskr.memory.postgres.admin import PgMemoryAdmin
 from ratatoskr.memory.postgres.copy import Existing, write_chunks
 from ratatoskr.memory.postgres.schema import memory_migrations
 from ratatoskr.memory.postgres.search import search_hits
@@ -49,7 +50,7 @@ def revisions_and_scopes(conn: Conn, ids: list[str], *, lock: bool = False) -> E
     return {bytes(cid).decode("utf-8"): (rev, orjson.loads(scope)) for cid, rev, scope in rows}
 
 
-class PgMemoryStore(MemoryCalls):
+class PgMemoryStore(MemoryCalls, PgMemoryAdmin):
     """The memory plane over one PostgreSQL database. Safe to call from many threads."""
 
     def __init__(

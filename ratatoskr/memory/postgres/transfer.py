@@ -1,0 +1,139 @@
+"""The memory plane's rows between its SQLite file and PostgreSQL, as they are stored.
+
+Rows move whole: revision, scope, times, the float32 vector, its float64 bytes when sent so,
+the record's canonical JSON, and every idempotency entry, so a copy answers every call
+(a replay, a revision check) exactly as the original would. ``admin migrate`` streams a
+file into PostgreSQL (``to_postgres``, in id order and in batches, so it can resume after
+the last id copied); a PostgreSQL store's backup is a new SQLite file (``to_sqlite``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import apsw
+import numpy as np
+
+from ratatoskr.postgres import copy_binary as cb
+from ratatoskr.postgres.database import Conn
+from ratatoskr.postgres.vectors import parse_vector
+
+CHUNK_COLUMNS = (
+    "chunk_id, revision, tenant, grp, end_user, agent_self, origin, scope_json, updated_at, "
+    "embedding, vector_key, vector_f64, record_json"
+)
+IDEMPOTENCY_COLUMNS = "idempotency_id, digest, record_ids, expires_at"
+BATCH = 1000
+
+
+def _text(value: Any) -> str | None:
+    return None if value is None else bytes(value).decode("utf-8")
+
+
+# -- SQLite -> PostgreSQL -------------------------------------------------------------------
+
+
+def chunk_batches(
+    lite: apsw.Connection, after: str | None, batch: int = BATCH
+) -> Iterator[list[Any]]:
+    """The file's chunks in id order, strictly after ``after``, ``batch`` at a time."""
+    last = after
+    while True:
+        where, args = ("WHERE chunk_id > ?", [last]) if last is not None else ("", [])
+        rows = lite.execute(
+            f"SELECT {CHUNK_COLUMNS} FROM memory_chunks {where} ORDER BY chunk_id LIMIT ?",
+            (*args, batch),
+        ).fetchall()
+        if not rows:
+            return
+        yield rows
+        last = rows[-1][0]
+
+
+def chunks_payload(rows: list[Any]) -> bytes:
+    parts = [cb.HEADER]
+    for cid, rev, tenant, grp, user, agent, origin, scope, at, emb, key, f64, record in rows:
+        parts += [
+            cb.row(13),
+            cb.text(cid),
+            cb.int4(rev),
+            cb.text(tenant),
+            cb.text(grp),
+            cb.text(user),
+            cb.text(agent),
+            cb.text(origin),
+            cb.text(scope),
+            cb.float8(at),
+            cb.vector(np.frombuffer(emb, dtype=np.float32)),
+            cb.text(key),
+            cb.raw(None if f64 is None else bytes(f64)),
+            cb.text(record),
+        ]
+    parts.append(cb.TRAILER)
+    return b"".join(parts)
+
+
+def idempotency_payload(rows: list[Any]) -> bytes:
+    parts = [cb.HEADER]
+    for iid, digest, record_ids, expires in rows:
+        parts += [cb.row(4), cb.text(iid), cb.text(digest), cb.text(record_ids), cb.float8(expires)]
+    parts.append(cb.TRAILER)
+    return b"".join(parts)
+
+
+def copy_chunks(pg: Conn, rows: list[Any]) -> None:
+    cb.copy_in(pg, "memory_chunks", CHUNK_COLUMNS, chunks_payload(rows))
+
+
+def copy_idempotency(pg: Conn, lite: apsw.Connection) -> int:
+    rows = lite.execute(f"SELECT {IDEMPOTENCY_COLUMNS} FROM memory_idempotency").fetchall()
+    if rows:
+        cb.copy_in(pg, "memory_idempotency", IDEMPOTENCY_COLUMNS, idempotency_payload(rows))
+    return len(rows)
+
+
+# -- PostgreSQL -> SQLite -------------------------------------------------------------------
+
+
+def to_sqlite(pg: Conn, lite: apsw.Connection) -> int:
+    """Every chunk, vector row and idempotency entry of ``pg`` (read in its snapshot) into
+    the empty tables of ``lite`` (inside its write transaction); the chunks copied."""
+    copied = 0
+    with pg.cursor(name="ratatoskr_memory_copy", binary=True) as cur:
+        cur.execute(f"SELECT {CHUNK_COLUMNS} FROM memory_chunks ORDER BY chunk_id")
+        while rows := cur.fetchmany(BATCH):
+            lite_rows = []
+            for cid, rev, tenant, grp, user, agent, origin, scope, at, emb, key, f64, rec in rows:
+                lite_rows.append(
+                    (
+                        _text(cid),
+                        rev,
+                        _text(tenant),
+                        _text(grp),
+                        _text(user),
+                        _text(agent),
+                        _text(origin),
+                        scope,
+                        at,
+                        parse_vector(emb).tobytes(),
+                        key,
+                        None if f64 is None else bytes(f64),
+                        rec,
+                    )
+                )
+            lite.executemany(
+                f"INSERT INTO memory_chunks ({CHUNK_COLUMNS}) VALUES "
+                "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                lite_rows,
+            )
+            lite.executemany(
+                "INSERT INTO memory_vec (chunk_id, embedding) VALUES (?, ?)",
+                [(r[0], r[9]) for r in lite_rows],
+            )
+            copied += len(lite_rows)
+    entries = pg.execute(f"SELECT {IDEMPOTENCY_COLUMNS} FROM memory_idempotency").fetchall()
+    lite.executemany(
+        f"INSERT INTO memory_idempotency ({IDEMPOTENCY_COLUMNS}) VALUES (?, ?, ?, ?)", entries
+    )
+    return copied
