@@ -16,6 +16,7 @@ from typing import Any
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from ratatoskr.cli import admin_migrate
 from ratatoskr.cli import admin_output as show
 from ratatoskr.core.filters import FACETS, PLANES, Filter
 from ratatoskr.ops import explore as explore_ops
@@ -33,9 +34,17 @@ _ALL_FACETS = sorted({f for facets in FACETS.values() for f in facets})
 def _common() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     files = common.add_argument_group("files")
-    files.add_argument("--memory-db", help="memory file (RATATOSKR_MEMORY_DB, ./data/memory.db)")
-    files.add_argument("--affect-db", help="affect file (RATATOSKR_AFFECT_DB, ./data/affect.db)")
-    files.add_argument("--jti-db", help="jti ledger (default: beside each plane file)")
+    files.add_argument(
+        "--memory-db",
+        help="memory file or postgresql:// URL (RATATOSKR_MEMORY_DB, ./data/memory.db)",
+    )
+    files.add_argument(
+        "--affect-db",
+        help="affect file or postgresql:// URL (RATATOSKR_AFFECT_DB, ./data/affect.db)",
+    )
+    files.add_argument(
+        "--jti-db", help="jti ledger (default: beside each plane file, or in its database)"
+    )
     files.add_argument(
         "--dim",
         type=int,
@@ -488,3 +497,5 @@ def register(commands: Any) -> None:
         help="allow a host other machines can reach (plain HTTP: prefer an SSH tunnel)",
     )
     p.add_argument("--operator", help="who the audit log names (default: your login name)")
+    p = _add(sub, "migrate", admin_migrate.HELP, admin_migrate.EXAMPLE, admin_migrate.run, common)
+    admin_migrate.add_arguments(p)

@@ -132,8 +132,9 @@ def render_stats(report: dict[str, Any]) -> None:
     for plane, info in report["planes"].items():
         files.add_row(
             plane,
-            _bytes(info["file_bytes"]),
-            _bytes(info["wal_bytes"]),
+            # PostgreSQL: the plane's tables with their indexes; its WAL is the server's
+            _bytes(info["file_bytes"] if "file_bytes" in info else info["table_bytes"]),
+            _bytes(info["wal_bytes"]) if "wal_bytes" in info else "-",
             f"{info['idempotency_entries']:,}",
             f"{info['idempotency_expired']:,}",
             f"{info['schema_version']} of {info['schema_latest']}",

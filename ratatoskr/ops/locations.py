@@ -8,6 +8,7 @@ only through ``describe`` (password masked).
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from typing import Any
@@ -18,6 +19,7 @@ from ratatoskr.memory.postgres.store import open_pg_memory_store
 from ratatoskr.memory.store import open_memory_store
 from ratatoskr.postgres.database import PoolSettings
 from ratatoskr.postgres.jti import PgJtiLedger
+from ratatoskr.postgres.probe import component_version
 from ratatoskr.postgres.url import check_location, is_postgres_url, masked
 from ratatoskr.sqlite.database import DatabaseSettings
 from ratatoskr.sqlite.jti import JtiLedger, ledger_beside
@@ -98,3 +100,17 @@ def open_ledger(
     if is_postgres_url(check_location(location)):
         return PgJtiLedger(location, settings=pool)
     return JtiLedger(ledger_beside(location), settings=database)
+
+
+def existing_ledger(
+    location: str, *, clock: Callable[[], float] = time.time
+) -> JtiLedger | PgJtiLedger | None:
+    """The jti ledger at ``location`` (a ledger file, or a database), None when there is
+    none yet: an admin command never creates one."""
+    if is_postgres_url(location):
+        if component_version(location, "jti") is None:
+            return None
+        return PgJtiLedger(location, clock=clock)
+    if not os.path.isfile(location):
+        return None
+    return JtiLedger(location, clock=clock)

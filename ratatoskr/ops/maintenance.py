@@ -14,14 +14,14 @@ from collections.abc import Callable
 from typing import Any
 
 from ratatoskr.core.filters import AFFECT, MEMORY, PLANES
+from ratatoskr.ops.locations import describe, existing_ledger
 from ratatoskr.ops.stores import STORE_ERRORS, Paths, Stores
-from ratatoskr.sqlite.jti import JtiLedger
 
 
 def _require_some(stores: Stores) -> list[str]:
     present = stores.present()
     if not present:
-        paths = ", ".join(stores.paths.of(p) for p in PLANES)
+        paths = ", ".join(stores.paths.shown(p) for p in PLANES)
         raise ValueError(f"no database found at {paths} (see --memory-db, --affect-db)")
     return present
 
@@ -31,17 +31,18 @@ def stats(stores: Stores) -> dict[str, Any]:
     durability mode (``synchronous``) this process opens the files with."""
     out: dict[str, Any] = {"planes": {}, "jti": []}
     for plane in _require_some(stores):
-        out["planes"][plane] = {"path": stores.paths.of(plane), **stores.get(plane).stats()}
+        out["planes"][plane] = {"path": stores.paths.shown(plane), **stores.get(plane).stats()}
     for path in stores.paths.jti_files():
-        if os.path.isfile(path):
-            ledger = JtiLedger(path, clock=stores.clock)
+        ledger = existing_ledger(path, clock=stores.clock)
+        if ledger is not None:
             try:
                 out["jti"].append(
                     {
-                        "path": path,
+                        "path": describe(path),
                         "entries": ledger.count(),
                         "expired": ledger.expired(),
-                        "synchronous": ledger.db.settings.synchronous,
+                        # SQLite's durability mode; PostgreSQL's is the server's own
+                        "synchronous": getattr(ledger.db.settings, "synchronous", None),
                     }
                 )
             finally:
@@ -57,7 +58,7 @@ def check(stores: Stores) -> dict[str, Any]:
             problems = stores.get(plane).check()
         except STORE_ERRORS as exc:
             problems = [f"cannot open: {exc}"]
-        planes[plane] = {"path": stores.paths.of(plane), "problems": problems}
+        planes[plane] = {"path": stores.paths.shown(plane), "problems": problems}
     return {"ok": not any(p["problems"] for p in planes.values()), "planes": planes}
 
 
@@ -99,10 +100,10 @@ def prune(stores: Stores) -> dict[str, Any]:
     for plane in _require_some(stores):
         out["idempotency"][plane] = stores.get(plane).prune()
     for path in stores.paths.jti_files():
-        if os.path.isfile(path):
-            ledger = JtiLedger(path, clock=stores.clock)
+        ledger = existing_ledger(path, clock=stores.clock)
+        if ledger is not None:
             try:
-                out["jti"][path] = ledger.prune()
+                out["jti"][describe(path)] = ledger.prune()
             finally:
                 ledger.close()
     return out

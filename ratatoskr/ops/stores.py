@@ -1,8 +1,9 @@
-"""Which files the admin commands work on, and opening them as the server does.
+"""Which stores the admin commands work on, and opening them as the server does.
 
-Paths come from flags, else the server's environment variables, else ``./data``. The memory
-file records its own embedding dimension, so an operator rarely passes ``--dim``; a command
-never creates a plane file it was only asked to read.
+Locations (a file path, or a ``postgresql://`` URL) come from flags, else the server's
+environment variables, else ``./data``. The memory store records its own embedding
+dimension, so an operator rarely passes ``--dim``; a command never creates a plane store it
+was only asked to read. A URL is shown with its password masked.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ from dataclasses import dataclass
 import apsw
 
 from ratatoskr.affect.interface import AffectStore
-from ratatoskr.affect.store import open_affect_store
 from ratatoskr.core.errors import BifrostError
 from ratatoskr.core.filters import AFFECT, MEMORY, PLANES
 from ratatoskr.core.locations import (
@@ -27,10 +27,10 @@ from ratatoskr.core.locations import (
 )
 from ratatoskr.memory.admin_sql import stored_dim
 from ratatoskr.memory.interface import MemoryStore
-from ratatoskr.memory.store import open_memory_store
 from ratatoskr.ops.filters import check_plane
+from ratatoskr.ops.locations import describe, is_postgres, ledger_location, open_affect, open_memory
+from ratatoskr.postgres.probe import component_version, meta_value
 from ratatoskr.sqlite.database import SchemaError
-from ratatoskr.sqlite.jti import ledger_beside
 
 DEFAULT_PATHS = {MEMORY: DEFAULT_MEMORY_DB, AFFECT: DEFAULT_AFFECT_DB}
 
@@ -75,11 +75,25 @@ class Paths:
     def of(self, plane: str) -> str:
         return self.memory if check_plane(plane) == MEMORY else self.affect
 
+    def shown(self, plane: str) -> str:
+        """The plane's location as output may show it (a URL's password masked)."""
+        return describe(self.of(plane))
+
     def jti_files(self) -> list[str]:
-        """The named ledger, else the ledger beside each plane file (``ledger_beside``)."""
+        """The named ledger, else the ledger beside each plane file or in its database
+        (``ledger_location``), each once."""
         if self.jti is not None:
             return [self.jti]
-        return [ledger_beside(self.of(p)) for p in PLANES]
+        return list(dict.fromkeys(ledger_location(self.of(p)) for p in PLANES))
+
+
+def _stored_dim(location: str) -> int:
+    if not is_postgres(location):
+        return stored_dim(location)
+    found = meta_value(location, "memory_meta", "embedding_dim")
+    if found is None:
+        raise SchemaError("the database holds no memory store (no embedding_dim in memory_meta)")
+    return int(found)
 
 
 class Stores:
@@ -92,7 +106,10 @@ class Stores:
         self._affect: AffectStore | None = None
 
     def exists(self, plane: str) -> bool:
-        return os.path.isfile(self.paths.of(plane))
+        location = self.paths.of(plane)
+        if is_postgres(location):
+            return component_version(location, check_plane(plane)) is not None
+        return os.path.isfile(location)
 
     def present(self) -> list[str]:
         """The planes whose file exists, in plane order."""
@@ -102,26 +119,26 @@ class Stores:
         """The plane's file and whether it exists; a missing file is an error unless
         ``create``."""
         path = self.paths.of(plane)
-        exists = os.path.isfile(path)
+        exists = self.exists(plane)
         if not exists and not create:
-            raise ValueError(f"no {plane} database at {path} (see --{plane}-db)")
+            raise ValueError(f"no {plane} database at {describe(path)} (see --{plane}-db)")
         return path, exists
 
     def memory(self, *, create: bool = False) -> MemoryStore:
         if self._memory is None:
             path, exists = self._path(MEMORY, create)
             dim = self.paths.dim
-            if exists:
-                dim = stored_dim(path) if dim is None else dim
+            if exists and dim is None:
+                dim = _stored_dim(path)
             if dim is None:
                 raise ValueError(f"a new memory database needs --dim or {DIM_ENV}")
-            self._memory = open_memory_store(path, embedding_dim=dim, clock=self.clock)
+            self._memory = open_memory(path, embedding_dim=dim, clock=self.clock)
         return self._memory
 
     def affect(self, *, create: bool = False) -> AffectStore:
         if self._affect is None:
             path, _ = self._path(AFFECT, create)
-            self._affect = open_affect_store(path, clock=self.clock)
+            self._affect = open_affect(path, clock=self.clock)
         return self._affect
 
     def get(self, plane: str, *, create: bool = False) -> PlaneStore:

@@ -71,6 +71,15 @@ class PgJtiLedger:
         )
         return int(cur.rowcount)
 
+    def expired(self) -> int:
+        now = self.clock()
+        row = self.db.once(
+            lambda conn: conn.execute(
+                "SELECT count(*) FROM ratatoskr_jti WHERE expires_at <= %s", (now,)
+            ).fetchone()
+        )
+        return int(row[0]) if row else 0
+
     def count(self) -> int:
         row = self.db.once(
             lambda conn: conn.execute("SELECT count(*) FROM ratatoskr_jti").fetchone()

@@ -6,6 +6,7 @@ a new SQLite file (``to_sqlite``)."""
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterator
 from typing import Any
 
@@ -115,3 +116,55 @@ def to_sqlite(pg: Conn, lite: apsw.Connection) -> int:
             "UPDATE ratatoskr_meta SET value = ? WHERE key = ?", (secret[0], SECRET_META_KEY)
         )
     return copied
+
+
+# -- the check after a copy -------------------------------------------------------------
+
+
+def _digest_row(h: Any, values: tuple[Any, ...]) -> None:
+    for value in values:
+        data = b"\x00" if value is None else str(value).encode()
+        h.update(len(data).to_bytes(8, "big"))
+        h.update(data)
+
+
+def sqlite_digest(lite: apsw.Connection) -> tuple[int, str]:
+    """(rows, SHA-256 over every stored value) of the file's affect plane, secret included."""
+    h = hashlib.sha256()
+    count = 0
+    for table, columns in TABLES.items():
+        for row in lite.execute(f"SELECT {columns} FROM {table} ORDER BY id"):
+            _digest_row(h, tuple(row))
+            count += 1
+    for row in lite.execute(
+        f"SELECT {IDEMPOTENCY_COLUMNS} FROM affect_idempotency ORDER BY idempotency_id"
+    ):
+        _digest_row(h, tuple(row))
+        count += 1
+    secret = lite.execute(
+        "SELECT value FROM ratatoskr_meta WHERE key = ?", (SECRET_META_KEY,)
+    ).fetchall()
+    _digest_row(h, (secret[0][0] if secret else None,))
+    return count, h.hexdigest()
+
+
+def pg_digest(pg: Conn) -> tuple[int, str]:
+    h = hashlib.sha256()
+    count = 0
+    for table, columns in TABLES.items():
+        with pg.cursor(name=f"ratatoskr_{table}_check", binary=True) as cur:
+            cur.execute(f"SELECT {columns} FROM {table} ORDER BY id")
+            while rows := cur.fetchmany(BATCH):
+                for r in rows:
+                    _digest_row(h, (_text(r[0]), r[1], *(_text(v) for v in r[2:6]), *r[6:]))
+                    count += 1
+    for row in pg.execute(
+        f'SELECT {IDEMPOTENCY_COLUMNS} FROM affect_idempotency ORDER BY idempotency_id COLLATE "C"'
+    ).fetchall():
+        _digest_row(h, tuple(row))
+        count += 1
+    secret = pg.execute(
+        "SELECT value FROM affect_meta WHERE key = %s", (SECRET_META_KEY,)
+    ).fetchone()
+    _digest_row(h, (secret[0] if secret else None,))
+    return count, h.hexdigest()

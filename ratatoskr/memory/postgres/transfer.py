@@ -9,6 +9,7 @@ the last id copied); a PostgreSQL store's backup is a new SQLite file (``to_sqli
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterator
 from typing import Any
 
@@ -137,3 +138,69 @@ def to_sqlite(pg: Conn, lite: apsw.Connection) -> int:
         f"INSERT INTO memory_idempotency ({IDEMPOTENCY_COLUMNS}) VALUES (?, ?, ?, ?)", entries
     )
     return copied
+
+
+# -- the check after a copy -------------------------------------------------------------
+
+
+def _digest_row(h: Any, values: tuple[Any, ...]) -> None:
+    for value in values:
+        data = (
+            b"\x00"
+            if value is None
+            else str(value).encode()
+            if not isinstance(value, bytes)
+            else value
+        )
+        h.update(len(data).to_bytes(8, "big"))
+        h.update(data)
+
+
+def sqlite_digest(lite: apsw.Connection) -> tuple[int, str]:
+    """(chunks + entries, SHA-256 over every stored value) of the file's memory plane."""
+    h = hashlib.sha256()
+    count = 0
+    for row in lite.execute(f"SELECT {CHUNK_COLUMNS} FROM memory_chunks ORDER BY chunk_id"):
+        _digest_row(h, tuple(bytes(v) if isinstance(v, memoryview) else v for v in row))
+        count += 1
+    for row in lite.execute(
+        f"SELECT {IDEMPOTENCY_COLUMNS} FROM memory_idempotency ORDER BY idempotency_id"
+    ):
+        _digest_row(h, tuple(row))
+        count += 1
+    return count, h.hexdigest()
+
+
+def pg_digest(pg: Conn) -> tuple[int, str]:
+    """``sqlite_digest`` of the same plane in PostgreSQL (read in ``pg``'s snapshot)."""
+    h = hashlib.sha256()
+    count = 0
+    with pg.cursor(name="ratatoskr_memory_check", binary=True) as cur:
+        cur.execute(f"SELECT {CHUNK_COLUMNS} FROM memory_chunks ORDER BY chunk_id")
+        while rows := cur.fetchmany(BATCH):
+            for cid, rev, t, g, u, a, origin, scope, at, emb, key, f64, rec in rows:
+                _digest_row(
+                    h,
+                    (
+                        _text(cid),
+                        rev,
+                        _text(t),
+                        _text(g),
+                        _text(u),
+                        _text(a),
+                        _text(origin),
+                        scope,
+                        at,
+                        parse_vector(emb).tobytes(),
+                        key,
+                        None if f64 is None else bytes(f64),
+                        rec,
+                    ),
+                )
+                count += 1
+    for row in pg.execute(
+        f'SELECT {IDEMPOTENCY_COLUMNS} FROM memory_idempotency ORDER BY idempotency_id COLLATE "C"'
+    ).fetchall():
+        _digest_row(h, tuple(row))
+        count += 1
+    return count, h.hexdigest()

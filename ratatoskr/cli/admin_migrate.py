@@ -1,0 +1,56 @@
+"""``ratatoskr admin migrate --to postgresql://...``: the SQLite files into PostgreSQL."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from ratatoskr.cli import admin_output as show
+from ratatoskr.core.filters import PLANES
+from ratatoskr.ops import migrate as migrate_ops
+from ratatoskr.ops.stores import Stores
+
+HELP = "copy both planes from their SQLite files into PostgreSQL (resumable, then checked)"
+EXAMPLE = (
+    "ratatoskr admin migrate --memory-db data/memory.db --affect-db data/affect.db \\\n"
+    "      --to 'postgresql://ratatoskr@db.internal/ratatoskr?sslmode=verify-full'"
+)
+
+
+def run(args: argparse.Namespace, stores: Stores) -> int:
+    columns = (
+        TextColumn("migrate {task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("rows"),
+        TimeElapsedColumn(),
+    )
+    progress = Progress(*columns, console=show.console(stderr=True), disable=args.json)
+    with progress:
+        tasks: dict[str, Any] = {}
+        for plane in PLANES:
+            if stores.exists(plane):
+                total = migrate_ops.source_rows(stores, plane)
+                tasks[plane] = progress.add_task(plane, total=total)
+        report = migrate_ops.migrate(
+            stores, args.to, progress=lambda plane, n: progress.advance(tasks[plane], n)
+        )
+    if args.json:
+        show.emit_json(report)
+    else:
+        for plane, info in report["planes"].items():
+            verdict = "checked: identical" if info["checked"] else "CHECK FAILED: they differ"
+            print(
+                f"{plane}: {info['copied']:,} record(s) copied this run, "
+                f"{info['rows']:,} row(s) in all, {verdict}"
+            )
+        print(f"target: {report['target']}")
+    return 0 if report["ok"] else 1
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--to", required=True, metavar="URL", help="the PostgreSQL database (postgresql://...)"
+    )

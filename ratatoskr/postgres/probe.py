@@ -1,0 +1,43 @@
+"""Looking into a PostgreSQL database without changing it: whether a plane's tables exist
+there and what its meta table says (the embedding dimension), so an admin command never
+creates a store it was only asked to read, and rarely needs ``--dim``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+
+from ratatoskr.core.errors import Unavailable
+from ratatoskr.postgres.url import masked
+
+CONNECT_TIMEOUT = 10
+
+
+def _connect(url: str) -> psycopg.Connection[Any]:
+    try:
+        return psycopg.connect(url, autocommit=True, connect_timeout=CONNECT_TIMEOUT)
+    except psycopg.OperationalError:
+        raise Unavailable(
+            f"store unavailable: PostgreSQL cannot be reached at {masked(url)}"
+        ) from None
+
+
+def component_version(url: str, component: str) -> int | None:
+    """The schema version of ``component`` (``memory``, ``affect``, ``jti``) in the
+    database at ``url``; None when it holds none."""
+    with _connect(url) as conn:
+        if conn.execute("SELECT to_regclass('ratatoskr_schema')").fetchone() == (None,):
+            return None
+        row = conn.execute(
+            "SELECT version FROM ratatoskr_schema WHERE component = %s", (component,)
+        ).fetchone()
+        return int(row[0]) if row else None
+
+
+def meta_value(url: str, table: str, key: str) -> str | None:
+    with _connect(url) as conn:
+        if conn.execute("SELECT to_regclass(%s)", (table,)).fetchone() == (None,):
+            return None
+        row = conn.execute(f"SELECT value FROM {table} WHERE key = %s", (key,)).fetchone()
+        return str(row[0]) if row else None

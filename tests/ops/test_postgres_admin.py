@@ -1,0 +1,141 @@
+"""``ratatoskr admin`` against PostgreSQL URLs, and ``admin migrate`` from the SQLite files.
+
+The migration copies every row as stored: afterwards the PostgreSQL stores answer exactly as
+the files did, replays and revision checks included, and an affect cursor handed out before
+the move pages on after it. It refuses a target that holds records, resumes where a stopped
+run left off, and checks the copy at the end.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from ratatoskr.affect.store import open_affect_store
+from ratatoskr.core.context import CallContext
+from ratatoskr.core.errors import IdempotencyConflict, RevisionMismatch
+from ratatoskr.memory.store import open_memory_store
+from ratatoskr.ops import migrate as migrate_ops
+from ratatoskr.ops.locations import open_affect, open_memory
+from ratatoskr.ops.stores import Paths, Stores
+from tests.backends import postgres_schema
+from tests.ops.conftest import CTX, DIM, Files, chunks
+
+OTHER = CallContext(actor="someone-else")
+
+
+@pytest.fixture
+def url() -> str:
+    return postgres_schema("admin")
+
+
+def _inexact_chunk() -> dict[str, Any]:
+    """A vector float32 cannot hold exactly, an id holding U+0000: stored as they came."""
+    return {"id": "odd\x00id", "embedding": [0.1] * DIM, "scope": {"tenant": "acme"}}
+
+
+def test_migrate_copies_everything_and_the_stores_answer_as_before(
+    filled: Files, url: str, admin: Any
+) -> None:
+    memory = open_memory_store(str(filled.memory), embedding_dim=DIM)
+    memory.upsert_many([_inexact_chunk()], idempotency_key="odd", ctx=CTX)
+    memory.upsert_many(chunks(3), idempotency_key="rewrite", ctx=CTX)  # revisions 2
+    before = memory.get_many(["odd\x00id", "c0000", "c0001", "c0100"])
+    memory.close()
+    affect = open_affect_store(str(filled.affect))
+    page = affect.list(limit=15, scope_all={"tenant": "acme"})
+    rest = affect.list(limit=500, scope_all={"tenant": "acme"}, cursor=page["next_cursor"])
+    affect.close()
+
+    ran = admin("migrate", "--to", url, "--json")
+    assert ran.code == 0, ran.err
+    report = ran.json()
+    assert report["ok"] is True and set(report["planes"]) == {"memory", "affect"}
+    assert report["planes"]["memory"]["copied"] == 121
+
+    pg_memory = open_memory(url, embedding_dim=DIM)
+    pg_affect = open_affect(url)
+    try:
+        assert pg_memory.get_many(["odd\x00id", "c0000", "c0001", "c0100"]) == before
+        # the idempotency entries came along: a replay replays, a reused key conflicts
+        again = pg_memory.upsert_many(chunks(3), idempotency_key="rewrite", ctx=CTX)
+        assert again == {"upserted": 3, "replayed": True}
+        with pytest.raises(IdempotencyConflict):
+            pg_memory.upsert_many(chunks(2), idempotency_key="rewrite", ctx=CTX)
+        with pytest.raises(RevisionMismatch):
+            pg_memory.upsert_many(
+                chunks(1), idempotency_key="n", ctx=OTHER, expected_revisions={"c0000": 1}
+            )
+        # a cursor made by the SQLite store pages on in PostgreSQL
+        moved = pg_affect.list(limit=500, scope_all={"tenant": "acme"}, cursor=page["next_cursor"])
+        assert moved == rest
+    finally:
+        pg_memory.close()
+        pg_affect.close()
+
+    refused = admin("migrate", "--to", url)
+    assert refused.code == 2 and "already holds memory records" in refused.err
+
+
+def test_a_stopped_migration_resumes_after_its_last_batch(files: Files, url: str) -> None:
+    memory = open_memory_store(str(files.memory), embedding_dim=DIM)
+    records = chunks(2500)
+    for start in range(0, len(records), 500):
+        memory.upsert_many(records[start : start + 500], idempotency_key=f"b{start}", ctx=CTX)
+    memory.close()
+
+    class Stop(Exception):
+        pass
+
+    def stop_after_first(plane: str, rows: int) -> None:
+        raise Stop
+
+    paths = Paths(str(files.memory), str(files.affect))
+    with Stores(paths) as stores, pytest.raises(Stop):
+        migrate_ops.migrate(stores, url, progress=stop_after_first)
+    with Stores(paths) as stores:
+        report = migrate_ops.migrate(stores, url)
+    assert report["ok"] is True
+    assert report["planes"]["memory"]["copied"] == 1500  # the first 1,000 were committed
+    pg_memory = open_memory(url, embedding_dim=DIM)
+    try:
+        assert pg_memory.record_counts() == {"chunk": 2500}
+    finally:
+        pg_memory.close()
+
+
+def test_every_admin_command_works_against_urls(
+    filled: Files, url: str, admin: Any, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert admin("migrate", "--to", url).code == 0
+    url = url.replace("postgres@", "postgres:hunter2@")  # the test cluster trusts; shown masked
+    monkeypatch.setenv("RATATOSKR_MEMORY_DB", url)
+    monkeypatch.setenv("RATATOSKR_AFFECT_DB", url)
+
+    listed = admin("list", "memory", "--scope", "tenant=acme", "--json").json()
+    assert listed["records"] and all(r["scope"]["tenant"] == "acme" for r in listed["records"])
+    explored = admin("explore", "affect", "--facet", "kind", "--json").json()
+    assert {b["value"]: b["count"] for b in explored["buckets"]} == {"state": 40, "event": 60}
+    got = admin("get", "memory", "c0001", "--json").json()
+    assert got[0]["id"] == "c0001"
+    assert admin("forget", "memory", "--ids", "c0001", "--yes").code == 0
+    assert admin("get", "memory", "c0001", "--json").json() == []
+    erased = admin("erase", "--scope", "tenant=beta", "--yes", "--json")
+    assert erased.code == 0, erased.err
+    assert admin("list", "memory", "--scope", "tenant=beta", "--json").json()["records"] == []
+    stats = admin("stats", "--json")
+    assert stats.json()["planes"]["memory"]["records"]["chunk"] > 0
+    shown = admin("stats")
+    assert "hunter2" not in stats.out + shown.out + shown.err
+    assert "postgres:***@" in stats.json()["planes"]["memory"]["path"]
+    assert admin("check").code == 0
+    backup = admin("backup", "--to", str(tmp_path / "backup"), "--json")
+    assert backup.code == 0, backup.err
+    assert backup.json()["check"]["ok"] is True
+    assert admin("prune", "--json").code == 0
+    lines = tmp_path / "more.jsonl"
+    lines.write_text('{"id": "new-1", "scope": {"tenant": "acme"}, "mood": "ok"}\n')
+    imported = admin("import", "affect", str(lines), "--json")
+    assert imported.code == 0, imported.err
+    assert admin("get", "affect", "new-1", "--json").json()[0]["kind"] == "state"
