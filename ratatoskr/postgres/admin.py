@@ -194,3 +194,7 @@ class PgAdmin:
 
     def backup(self, dest: str) -> int:
         return self._backup_file(dest)
+
+    def pool_stats(self) -> dict[str, int]:
+        """This process's connections to the database and its retried transactions."""
+        return {**self.db.pool_stats(), "retries": self.db.counters.retries}

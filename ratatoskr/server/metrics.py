@@ -87,7 +87,7 @@ class Metrics:
         )
         self.db_bytes = Gauge(
             "ratatoskr_db_bytes",
-            "Size of a plane's SQLite file and its WAL",
+            "Size of a plane's SQLite file and its WAL (PostgreSQL: its tables and indexes)",
             ["plane"],
             multiprocess_mode="livemostrecent",
             registry=r,
@@ -112,6 +112,22 @@ class Metrics:
             "supervisor reports it); only while RATATOSKR_REPLICA_URL is set",
             ["plane"],
             multiprocess_mode="livemostrecent",
+            registry=r,
+        )
+        self.pg_pool = Gauge(
+            "ratatoskr_pg_pool_connections",
+            "PostgreSQL connections of a plane's pools, by state (open, idle, waiting: callers "
+            "waiting for one), summed over the workers",
+            ["plane", "state"],
+            multiprocess_mode="livesum",
+            registry=r,
+        )
+        self.pg_retries = Gauge(
+            "ratatoskr_pg_transaction_retries",
+            "Transactions retried after a serialization failure or deadlock since the workers "
+            "started, summed over the workers",
+            ["plane"],
+            multiprocess_mode="livesum",
             registry=r,
         )
         self._known_verbs: dict[str, frozenset[str]] = {"handshake": frozenset({"handshake"})}
@@ -143,6 +159,12 @@ class Metrics:
         for name, plane in planes.items():
             health = plane.health()
             self.health.labels(name).set(HEALTH_VALUES.get(str(health.get("status")), 0))
+            pool = getattr(plane.store, "pool_stats", None)
+            if pool is not None:
+                stats = pool()
+                for state in ("open", "idle", "waiting"):
+                    self.pg_pool.labels(name, state).set(stats[state])
+                self.pg_retries.labels(name).set(stats["retries"])
             stored = _storage_bytes(plane.store)
             if stored is None:
                 continue

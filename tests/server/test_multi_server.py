@@ -84,6 +84,22 @@ def test_a_write_on_one_server_is_read_at_once_on_the_other(pair: tuple[Server, 
     assert [e["id"] for e in page["events"] + rest["events"]] == ["ev-0", "ev-1", "ev-2"]
 
 
+def test_metrics_count_the_shared_records_and_the_pools(pair: tuple[Server, Server]) -> None:
+    a, b = pair
+    ok(upsert(a.url, [chunk("metric-1", 1, 1)], "metric-1"))
+    for server in (a, b):
+        text = httpx.get(server.url + "/metrics", timeout=30).text
+        samples = {
+            line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1])
+            for line in text.splitlines()
+            if line and not line.startswith("#")
+        }
+        assert samples['ratatoskr_store_records{kind="chunks",plane="memory"}'] >= 1
+        assert samples['ratatoskr_plane_health{plane="memory"}'] == 2
+        assert samples['ratatoskr_db_bytes{plane="affect"}'] > 0
+        assert samples['ratatoskr_pg_pool_connections{plane="memory",state="open"}'] >= 1
+
+
 def test_a_token_used_on_one_server_is_refused_on_the_other(pair: tuple[Server, Server]) -> None:
     a, b = pair
     body = envelope("upsert_many", {"records": [chunk("replay-1", 1)], "idempotency_key": "r"})
