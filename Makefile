@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: run test system-packages lint console-screenshots bench bench-quick bench-1m bench-http bench-writers bench-write-modes bench-restore power-cut soak soak-steady token-flood clean
+.PHONY: run test system-packages lint console-screenshots bench bench-quick bench-1m bench-http bench-writers bench-write-modes bench-restore power-cut bench-postgres soak soak-steady token-flood clean
 
 # setup.py builds the optional C accelerators with the machine's C compiler
 $(STAMP): pyproject.toml setup.py ratatoskr/memory/_pack.c $(wildcard ratatoskr/memory/search/_rank*)
@@ -63,6 +63,13 @@ bench-writers: $(STAMP)
 # the store's writes timed under FULL and NORMAL side by side (docs/performance.md)
 bench-write-modes: $(STAMP)
 	$(PY) -m bench.write_modes
+
+# SQLite and PostgreSQL side by side at 100k x 768 beside pgvector's own exact query, then
+# HTTP searches/s for one and two servers over one PostgreSQL; the table goes to the end of
+# docs/performance.md (~10 min)
+bench-postgres: $(STAMP)
+	$(PY) -m bench.postgres_search
+	$(PY) -m bench.postgres_http --chunks 20000 --duration 30
 
 # reliability benchmarks (docs/reliability.md), not part of `make test`
 

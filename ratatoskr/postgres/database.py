@@ -10,8 +10,9 @@ caller sees one answer. Reads that take more than one statement run in a read-on
 When PostgreSQL cannot be reached (refused, down, the pool exhausted for ``timeout``
 seconds), a call is ``Unavailable`` (503, retryable) with a reason that never names the host
 or a credential; the pool reconnects by itself, so the store serves again once the server is
-back. Each connection checked out of the pool is checked first (a round trip), so a
-connection the server dropped is replaced instead of failing a call.
+back. A connection the server dropped fails at its first statement; a read (or a write whose
+``BEGIN`` did not go through) is then tried again on another one, so a restart of the server
+costs no call (a check before every checkout would cost a round trip on every call).
 """
 
 from __future__ import annotations
@@ -116,6 +117,16 @@ def unreachable_reason(exc: BaseException) -> str:
     return "PostgreSQL cannot be reached"
 
 
+def _dropped(exc: BaseException) -> bool:
+    """Whether ``exc`` says the connection itself is gone (not a query that failed)."""
+    return type(exc) in (
+        psycopg.OperationalError,
+        psycopg.InterfaceError,
+        psycopg.errors.AdminShutdown,
+        psycopg.errors.CrashShutdown,
+    )
+
+
 class PgDatabase:
     """A plane's PostgreSQL database; ``component`` names its schema version row."""
 
@@ -140,7 +151,6 @@ class PgDatabase:
             timeout=self.settings.timeout,
             kwargs={"autocommit": True},
             configure=register_types,
-            check=ConnectionPool.check_connection,
             name=f"ratatoskr-{component}",
             open=False,
         )
@@ -182,20 +192,25 @@ class PgDatabase:
         return self._run(fn, write=None)
 
     def _run(self, fn: Callable[[Conn], T], *, write: bool | None) -> T:
-        for attempt in range(ATTEMPTS):
+        stale_left = self.settings.max_size + 1
+        attempt = 0
+        while True:
+            began = False
             try:
                 with self.pool.connection() as conn:
                     if write is None:
-                        return fn(conn)
-                    mode = "READ WRITE" if write else "READ ONLY"
-                    conn.execute(f"BEGIN ISOLATION LEVEL REPEATABLE READ {mode}")
-                    try:
                         result = fn(conn)
-                    except BaseException:
-                        if not conn.closed and not conn.broken:
-                            conn.execute("ROLLBACK")
-                        raise
-                    conn.execute("COMMIT")
+                    else:
+                        mode = "READ WRITE" if write else "READ ONLY"
+                        conn.execute(f"BEGIN ISOLATION LEVEL REPEATABLE READ {mode}")
+                        began = True
+                        try:
+                            result = fn(conn)
+                        except BaseException:
+                            if not conn.closed and not conn.broken:
+                                conn.execute("ROLLBACK")
+                            raise
+                        conn.execute("COMMIT")
                 if write:
                     self.last_write_failure = None
                 return result
@@ -204,19 +219,26 @@ class PgDatabase:
                     raise
                 with self.counters.lock:
                     self.counters.retries += 1
-                if attempt == ATTEMPTS - 1:
+                attempt += 1
+                if attempt == ATTEMPTS:
                     raise Unavailable(
                         "store unavailable: concurrent writes kept conflicting; retry"
                     ) from None
-                time.sleep(BACKOFF * (2**attempt) * (0.5 + random.random()))
+                time.sleep(BACKOFF * (2 ** (attempt - 1)) * (0.5 + random.random()))
             except (PoolTimeout, psycopg.OperationalError, psycopg.InterfaceError) as exc:
+                # a pooled connection the server dropped (a restart, an idle timeout) fails
+                # at its first statement: a read, or a write whose BEGIN did not go through,
+                # is tried again on another connection (the pool discards the broken one)
+                stale = _dropped(exc) and (write is not True or not began)
+                if stale and stale_left > 0:
+                    stale_left -= 1
+                    continue
                 reason = unreachable_reason(exc)
                 with self.counters.lock:
                     self.counters.unavailable += 1
                 if write:
                     self.last_write_failure = WriteFailure(reason, time.time())
                 raise Unavailable(f"store unavailable: {reason}") from None
-        raise AssertionError("unreachable")
 
     # -- schema --------------------------------------------------------------------------
 

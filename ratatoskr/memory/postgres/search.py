@@ -52,8 +52,12 @@ def _select(condition: str, include_embedding: bool, *, bounded: bool) -> str:
     return f"SELECT c.d, {row} FROM ({inner}) c JOIN memory_chunks m USING (chunk_id) ORDER BY c.d"
 
 
-def candidate_rows(conn: Conn, call: rules.SearchCall) -> list[tuple[Any, ...]]:
-    """Every row that could be in the exact top_k of ``call`` (validated, confined)."""
+def candidate_rows(
+    conn: Conn, call: rules.SearchCall, *, snapshot: bool = True
+) -> list[tuple[Any, ...]] | None:
+    """Every row that could be in the exact top_k of ``call`` (validated, confined). When
+    the cut is crowded a second statement widens it, which must see the first one's
+    snapshot: without ``snapshot`` (an autocommit connection) that case answers ``None``."""
     query = Float4Array(call.vector)
     want = call.top_k + CANDIDATE_MARGIN
     condition, params = scope_condition(call.scope_all, call.scope_any)
@@ -61,14 +65,20 @@ def candidate_rows(conn: Conn, call: rules.SearchCall) -> list[tuple[Any, ...]]:
     rows = conn.execute(sql, (query, *params, want), binary=True).fetchall()
     if len(rows) < want or rows[-1][0] > rows[call.top_k - 1][0] + DISTANCE_EPSILON:
         return rows
+    if not snapshot:
+        return None
     bound = rows[call.top_k - 1][0] + DISTANCE_EPSILON
     sql = _select(condition, call.include_embedding, bounded=True)
     return conn.execute(sql, (query, *params, bound), binary=True).fetchall()
 
 
-def search_hits(conn: Conn, call: rules.SearchCall) -> list[dict[str, Any]]:
-    """The hits of ``call``, read in ``conn``'s snapshot."""
-    rows = candidate_rows(conn, call)
+def search_hits(
+    conn: Conn, call: rules.SearchCall, *, snapshot: bool = True
+) -> list[dict[str, Any]] | None:
+    """The hits of ``call``, read in ``conn``'s snapshot (``None``: see ``candidate_rows``)."""
+    rows = candidate_rows(conn, call, snapshot=snapshot)
+    if rows is None:
+        return None
     if not rows:
         return []
     vectors = [parse_vector(r[4]) for r in rows]

@@ -141,7 +141,13 @@ class PgMemoryStore(MemoryCalls, PgMemoryAdmin):
 
     def search_parsed(self, call: rules.SearchCall) -> list[dict[str, Any]]:
         """The read half of ``search``: ``call`` is validated and already confined."""
-        return self.db.read(lambda conn: search_hits(conn, call))
+        # one statement is its own snapshot: no transaction, unless the cut is crowded and
+        # needs a second statement (then both run in one read-only snapshot)
+        hits = self.db.once(lambda conn: search_hits(conn, call, snapshot=False))
+        if hits is None:
+            hits = self.db.read(lambda conn: search_hits(conn, call))
+        assert hits is not None
+        return hits
 
     def search_quick(self, call: rules.SearchCall) -> list[dict[str, Any]] | None:
         """Never on the event loop: every search here waits on the network."""
