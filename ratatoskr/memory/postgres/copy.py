@@ -14,11 +14,11 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterator
 
+import numpy as np
 import orjson
 
 from ratatoskr.memory import rules
 from ratatoskr.postgres.database import Conn
-from ratatoskr.postgres.vectors import vector_field
 
 COLUMNS = (
     "chunk_id, revision, tenant, grp, end_user, agent_self, origin, scope_json, updated_at, "
@@ -48,10 +48,14 @@ def _field(value: str | bytes | None) -> bytes:
 
 def _rows(chunks: list[rules.Chunk], existing: Existing, now: float) -> Iterator[bytes]:
     updated = struct.pack(">id", 8, now)
-    for c in chunks:
+    dim = len(chunks[0].vector)
+    # every vector in big-endian at once; each row takes its slice of the one buffer
+    vectors = np.stack([c.vector for c in chunks]).astype(">f4").tobytes()
+    width = 4 * dim
+    vector_head = struct.pack(">ihh", 4 + width, dim, 0)
+    for i, c in enumerate(chunks):
         scope = c.scope
         known = existing.get(c.chunk_id)
-        vector = vector_field(c.vector)
         yield b"".join(
             (
                 _FIELDS,
@@ -64,8 +68,8 @@ def _rows(chunks: list[rules.Chunk], existing: Existing, now: float) -> Iterator
                 _field(c.origin),
                 _field(orjson.dumps(scope, option=_SORTED)),
                 updated,
-                struct.pack(">i", len(vector)),
-                vector,
+                vector_head,
+                vectors[i * width : (i + 1) * width],
                 _field(c.vector_key),
                 _field(c.exact),
                 _field(c.rest_json),
