@@ -17,13 +17,13 @@ from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
 from ratatoskr.core.admin import FacetCounts, RecordPage
+from ratatoskr.core.cursors import SECRET_BYTES, SECRET_META_KEY, CursorCodec, filter_tag
 from ratatoskr.core.filters import Filter, check_selection
 from ratatoskr.core.scope import Scope
 from ratatoskr.postgres import record_sql
 from ratatoskr.postgres.database import Conn, PgDatabase
 from ratatoskr.postgres.idempotency import PgIdempotency
 from ratatoskr.postgres.migrations import current_version
-from ratatoskr.sqlite.cursors import SECRET_BYTES, SECRET_META_KEY, CursorCodec, filter_tag
 from ratatoskr.sqlite.record_sql import Table
 
 

@@ -14,9 +14,9 @@ from typing import Any
 
 import psycopg
 
+from ratatoskr.core.cursors import SECRET_BYTES, SECRET_META_KEY
 from ratatoskr.postgres.idempotency import create_table
 from ratatoskr.postgres.migrations import Migration
-from ratatoskr.sqlite.cursors import SECRET_BYTES, SECRET_META_KEY
 from ratatoskr.sqlite.scope_sql import COLUMNS
 
 Conn = psycopg.Connection[Any]

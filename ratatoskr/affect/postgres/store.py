@@ -22,15 +22,15 @@ from ratatoskr.affect.calls import AffectCalls
 from ratatoskr.affect.postgres.admin import PgAffectAdmin
 from ratatoskr.affect.postgres.schema import AFFECT_MIGRATIONS
 from ratatoskr.core.context import CallContext
+from ratatoskr.core.cursors import SECRET_META_KEY, CursorCodec
 from ratatoskr.core.errors import EventConflict, RevisionMismatch, ScopeForbidden
+from ratatoskr.core.idempotency import CLASS_TTL_SECONDS, idempotency_id
 from ratatoskr.core.scope import AXES, contains
 from ratatoskr.postgres.database import Conn, PgDatabase, PoolSettings
 from ratatoskr.postgres.health import check_pg_health
 from ratatoskr.postgres.idempotency import PgIdempotency
 from ratatoskr.postgres.scope_sql import key, keys, scope_condition
-from ratatoskr.sqlite.cursors import SECRET_META_KEY, CursorCodec
 from ratatoskr.sqlite.database import SchemaError
-from ratatoskr.sqlite.idempotency import CLASS_TTL_SECONDS, idempotency_id
 from ratatoskr.sqlite.scope_sql import COLUMNS
 
 _idem = PgIdempotency("affect_idempotency")

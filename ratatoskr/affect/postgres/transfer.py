@@ -12,9 +12,9 @@ from typing import Any
 
 import apsw
 
+from ratatoskr.core.cursors import SECRET_META_KEY
 from ratatoskr.postgres import copy_binary as cb
 from ratatoskr.postgres.database import Conn
-from ratatoskr.sqlite.cursors import SECRET_META_KEY
 
 STATE_COLUMNS = (
     "id, revision, tenant, grp, end_user, agent_self, scope_json, updated_at, record_json"

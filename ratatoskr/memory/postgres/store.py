@@ -22,6 +22,7 @@ import orjson
 
 from ratatoskr.core.context import CallContext
 from ratatoskr.core.errors import RevisionMismatch, ScopeForbidden
+from ratatoskr.core.idempotency import CLASS_TTL_SECONDS, idempotency_id
 from ratatoskr.core.scope import contains
 from ratatoskr.memory import rules
 from ratatoskr.memory.calls import MemoryCalls
@@ -36,7 +37,6 @@ from ratatoskr.postgres.idempotency import PgIdempotency
 from ratatoskr.postgres.scope_sql import keys
 from ratatoskr.postgres.vectors import parse_vector
 from ratatoskr.sqlite.database import SchemaError
-from ratatoskr.sqlite.idempotency import CLASS_TTL_SECONDS, idempotency_id
 
 _idem = PgIdempotency("memory_idempotency")
 
