@@ -13,8 +13,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from ratatoskr.affect.interface import AffectStore
 from ratatoskr.affect.postgres.store import open_pg_affect_store
 from ratatoskr.affect.store import open_affect_store
+from ratatoskr.memory.interface import MemoryStore
 from ratatoskr.memory.postgres.store import open_pg_memory_store
 from ratatoskr.memory.store import open_memory_store
 from ratatoskr.postgres.database import PoolSettings
@@ -44,7 +46,7 @@ def open_memory(
     pool: PoolSettings | None = None,
     clock: Callable[[], float] = time.time,
     mirror_bytes: int | None = None,
-) -> Any:
+) -> MemoryStore:
     """The memory store at ``location`` (``mirror_bytes`` concerns SQLite only: a
     PostgreSQL store holds nothing per process)."""
     if is_postgres_url(check_location(location)):
@@ -66,7 +68,7 @@ def open_affect(
     database: DatabaseSettings | None = None,
     pool: PoolSettings | None = None,
     clock: Callable[[], float] = time.time,
-) -> Any:
+) -> AffectStore:
     if is_postgres_url(check_location(location)):
         return open_pg_affect_store(location, settings=pool, clock=clock)
     return open_affect_store(location, settings=database, clock=clock)

@@ -70,7 +70,7 @@ class PgAdmin:
         return self.db.read(lambda conn: record_sql.count_by(conn, self.TABLES, flt, facet))
 
     def list_records(self, flt: Filter, *, limit: int, cursor: str | None = None) -> RecordPage:
-        codec = CursorCodec(self.db.write(lambda conn: meta_secret(conn, self.META)))
+        codec = self._listing_codec()
         tag = filter_tag(f"admin.list.{self.PLANE}", flt.to_json())
         after = None if cursor is None else codec.open(cursor, tag, (str, str)).key
         key = None if after is None else (str(after[0]), str(after[1]))
@@ -80,6 +80,13 @@ class PgAdmin:
         return RecordPage(
             page, codec.make(tag, (page[-1]["kind"], page[-1]["id"])) if more else None
         )
+
+    def _listing_codec(self) -> CursorCodec:
+        codec: CursorCodec | None = getattr(self, "_codec", None)
+        if codec is None:
+            codec = CursorCodec(self.db.write(lambda conn: meta_secret(conn, self.META)))
+            self._codec = codec
+        return codec
 
     def record_counts(self) -> dict[str, int]:
         return self.db.read(
