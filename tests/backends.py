@@ -25,6 +25,7 @@ from ratatoskr.affect.postgres.store import read_secret
 from ratatoskr.affect.store import open_affect_store
 from ratatoskr.memory.store import open_memory_store
 from ratatoskr.ops.locations import open_affect, open_memory
+from ratatoskr.postgres.database import PgSettings
 from ratatoskr.sqlite.cursors import load_secret
 from tests.pgserver import PostgresServer
 
@@ -171,7 +172,23 @@ POSTGRESQL = Backend(
     has_mirror=False,
 )
 
-BACKENDS: dict[str, Backend] = {"sqlite": SQLITE, "postgresql": POSTGRESQL}
+# the memory plane's chunks hash-partitioned by tenant (RATATOSKR_PG_TENANT_PARTITIONS)
+PARTITIONED = PgSettings(tenant_partitions=4)
+POSTGRESQL_PARTITIONED = Backend(
+    name="postgresql-partitioned",
+    fresh=_pg_fresh,
+    open_memory=lambda location, **kw: open_memory(location, pool=PARTITIONED, **kw),
+    open_affect=lambda location, **kw: open_affect(location, pool=PARTITIONED, **kw),
+    footprint=_pg_footprint,
+    cursor_secret=lambda store: read_secret(store.db),
+    has_mirror=False,
+)
+
+BACKENDS: dict[str, Backend] = {
+    "sqlite": SQLITE,
+    "postgresql": POSTGRESQL,
+    "postgresql-partitioned": POSTGRESQL_PARTITIONED,
+}
 
 
 def selected() -> list[str]:

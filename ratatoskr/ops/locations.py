@@ -19,7 +19,7 @@ from ratatoskr.affect.store import open_affect_store
 from ratatoskr.memory.interface import MemoryStore
 from ratatoskr.memory.postgres.store import open_pg_memory_store
 from ratatoskr.memory.store import open_memory_store
-from ratatoskr.postgres.database import PoolSettings
+from ratatoskr.postgres.database import PgSettings
 from ratatoskr.postgres.jti import PgJtiLedger
 from ratatoskr.postgres.probe import component_version
 from ratatoskr.postgres.url import check_location, is_postgres_url, masked
@@ -43,7 +43,7 @@ def open_memory(
     *,
     embedding_dim: int,
     database: DatabaseSettings | None = None,
-    pool: PoolSettings | None = None,
+    pool: PgSettings | None = None,
     clock: Callable[[], float] = time.time,
     mirror_bytes: int | None = None,
 ) -> MemoryStore:
@@ -66,7 +66,7 @@ def open_affect(
     location: str,
     *,
     database: DatabaseSettings | None = None,
-    pool: PoolSettings | None = None,
+    pool: PgSettings | None = None,
     clock: Callable[[], float] = time.time,
 ) -> AffectStore:
     if is_postgres_url(check_location(location)):
@@ -95,7 +95,7 @@ def open_ledger(
     location: str,
     *,
     database: DatabaseSettings | None = None,
-    pool: PoolSettings | None = None,
+    pool: PgSettings | None = None,
 ) -> JtiLedger | PgJtiLedger:
     """The jti ledger (a ``wire.replay.ReplayGuard``) beside the plane at ``location``
     (``ledger_location``)."""

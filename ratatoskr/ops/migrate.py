@@ -78,9 +78,11 @@ def _set_marker(conn: Conn, plane: str, source: str, table: str, last: str | Non
 
 
 def _copy_plane(
-    lite: apsw.Connection, db: PgDatabase, plane: str, source: str, progress: Progress | None
+    lite: apsw.Connection, pg: Any, plane: str, source: str, progress: Progress | None
 ) -> int:
     """Copy the rows of ``plane`` batch by batch after the marker; then the entries."""
+    db: PgDatabase = pg.db
+    partitioned = bool(getattr(pg, "partitioned", False))
     resume = _marker(db, plane)
     if resume is None:
         if _rows_in(db, plane):
@@ -105,7 +107,7 @@ def _copy_plane(
 
             def write(conn: Conn, rows: list[Any] = rows, table: str = table) -> None:
                 if plane == MEMORY:
-                    memory_transfer.copy_chunks(conn, rows)
+                    memory_transfer.copy_chunks(conn, rows, partitioned)
                 else:
                     affect_transfer.copy_rows(conn, table, rows)
                 _set_marker(conn, plane, source, table, str(rows[-1][0]))
@@ -156,7 +158,7 @@ def migrate(stores: Stores, target: str, *, progress: Progress | None = None) ->
             pg = open_affect(target)
         try:
             with store.db.read() as lite:
-                copied = _copy_plane(lite, pg.db, plane, source, progress)
+                copied = _copy_plane(lite, pg, plane, source, progress)
                 (count, want), (got_count, got) = _digests(lite, pg.db, plane)
         finally:
             pg.close()

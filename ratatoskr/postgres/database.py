@@ -1,7 +1,7 @@
 """One plane's PostgreSQL database: a connection pool, transactions that retry, migrations.
 
 Every plane store owns one ``PgDatabase`` over a psycopg-pool ``ConnectionPool`` (sizes per
-process, ``PoolSettings``). Writes run in ``REPEATABLE READ`` transactions: two servers
+process, ``PgSettings``). Writes run in ``REPEATABLE READ`` transactions: two servers
 writing the same record conflict as a serialization failure instead of both winning, and a
 serialization failure or a deadlock is retried inside the store, whole, a few times, so a
 caller sees one answer. Reads that take more than one statement run in a read-only
@@ -37,6 +37,8 @@ from ratatoskr.postgres.vectors import register_types
 POOL_MIN_ENV = "RATATOSKR_PG_POOL_MIN"
 POOL_MAX_ENV = "RATATOSKR_PG_POOL_MAX"
 POOL_TIMEOUT_ENV = "RATATOSKR_PG_POOL_TIMEOUT"
+PARTITIONS_ENV = "RATATOSKR_PG_TENANT_PARTITIONS"
+MAX_PARTITIONS = 1024
 DEFAULT_POOL_MIN = 1
 DEFAULT_POOL_MAX = 4
 DEFAULT_POOL_TIMEOUT = 5.0
@@ -61,34 +63,41 @@ def _env_number(env: Mapping[str, str], name: str, default: float) -> float:
 
 
 @dataclass(frozen=True)
-class PoolSettings:
+class PgSettings:
     """Connections per process and plane: at least ``min_size`` kept open, at most
-    ``max_size``; a call waits ``timeout`` seconds for one before it is ``Unavailable``."""
+    ``max_size``; a call waits ``timeout`` seconds for one before it is ``Unavailable``.
+    ``tenant_partitions`` (0: none) hash-partitions the memory plane's chunks by tenant
+    when its tables are created (``memory.postgres.schema``)."""
 
     min_size: int = DEFAULT_POOL_MIN
     max_size: int = DEFAULT_POOL_MAX
     timeout: float = DEFAULT_POOL_TIMEOUT
+    tenant_partitions: int = 0
 
     def __post_init__(self) -> None:
         if not 0 <= self.min_size <= self.max_size or self.max_size < 1:
             raise ValueError(f"{POOL_MIN_ENV} must be 0..{POOL_MAX_ENV}, {POOL_MAX_ENV} >= 1")
         if not 0 < self.timeout <= 600:
             raise ValueError(f"{POOL_TIMEOUT_ENV} must be a number of seconds in (0, 600]")
+        if self.tenant_partitions == 1 or not 0 <= self.tenant_partitions <= MAX_PARTITIONS:
+            raise ValueError(f"{PARTITIONS_ENV} must be 0 (none) or 2..{MAX_PARTITIONS}")
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> PoolSettings:
+    def from_env(cls, env: Mapping[str, str] | None = None) -> PgSettings:
         env = os.environ if env is None else env
         try:
             return cls(
                 int(_env_number(env, POOL_MIN_ENV, DEFAULT_POOL_MIN)),
                 int(_env_number(env, POOL_MAX_ENV, DEFAULT_POOL_MAX)),
                 _env_number(env, POOL_TIMEOUT_ENV, DEFAULT_POOL_TIMEOUT),
+                int(_env_number(env, PARTITIONS_ENV, 0)),
             )
         except ValueError as exc:
             if "must be" in str(exc):
                 raise
             raise ValueError(
-                f"{POOL_MIN_ENV}, {POOL_MAX_ENV} and {POOL_TIMEOUT_ENV} must be numbers"
+                f"{POOL_MIN_ENV}, {POOL_MAX_ENV}, {POOL_TIMEOUT_ENV} and {PARTITIONS_ENV} "
+                "must be numbers"
             ) from None
 
 
@@ -135,11 +144,11 @@ class PgDatabase:
         url: str,
         component: str,
         migrations: Sequence[Migration],
-        settings: PoolSettings | None = None,
+        settings: PgSettings | None = None,
     ) -> None:
         self.url = url
         self.component = component
-        self.settings = settings or PoolSettings.from_env()
+        self.settings = settings or PgSettings.from_env()
         self.migrations = sorted(migrations, key=lambda m: m.version)
         self.in_memory = False  # what callers written for SQLite ask
         self.last_write_failure: WriteFailure | None = None
@@ -178,10 +187,12 @@ class PgDatabase:
 
     # -- transactions --------------------------------------------------------------------
 
-    def write(self, fn: Callable[[Conn], T]) -> T:
+    def write(self, fn: Callable[[Conn], T], *, committed_reads: bool = False) -> T:
         """``fn(conn)`` inside one ``REPEATABLE READ`` transaction, committed whole or not
-        at all; retried whole on a serialization failure or a deadlock."""
-        return self._run(fn, write=True)
+        at all; retried whole on a serialization failure or a deadlock. With
+        ``committed_reads`` the transaction is ``READ COMMITTED``: for a caller that
+        serialises itself with locks and must see what the holder before it committed."""
+        return self._run(fn, write=True, level="READ COMMITTED" if committed_reads else None)
 
     def read(self, fn: Callable[[Conn], T]) -> T:
         """``fn(conn)`` inside one read-only snapshot."""
@@ -191,7 +202,7 @@ class PgDatabase:
         """``fn(conn)`` on an autocommit connection: for one statement (its own snapshot)."""
         return self._run(fn, write=None)
 
-    def _run(self, fn: Callable[[Conn], T], *, write: bool | None) -> T:
+    def _run(self, fn: Callable[[Conn], T], *, write: bool | None, level: str | None = None) -> T:
         stale_left = self.settings.max_size + 1
         attempt = 0
         while True:
@@ -202,7 +213,8 @@ class PgDatabase:
                         result = fn(conn)
                     else:
                         mode = "READ WRITE" if write else "READ ONLY"
-                        conn.execute(f"BEGIN ISOLATION LEVEL REPEATABLE READ {mode}")
+                        isolation = level or "REPEATABLE READ"
+                        conn.execute(f"BEGIN ISOLATION LEVEL {isolation} {mode}")
                         began = True
                         try:
                             result = fn(conn)

@@ -15,7 +15,7 @@ from typing import Any
 
 import psycopg
 
-from ratatoskr.postgres.database import PgDatabase, PoolSettings
+from ratatoskr.postgres.database import PgDatabase, PgSettings
 from ratatoskr.postgres.migrations import Migration
 
 PRUNE_EVERY = 256
@@ -45,7 +45,7 @@ class PgJtiLedger:
         self,
         url: str,
         *,
-        settings: PoolSettings | None = None,
+        settings: PgSettings | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.db = PgDatabase(url, "jti", MIGRATIONS, settings)

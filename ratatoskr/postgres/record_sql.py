@@ -60,7 +60,7 @@ def count_by(conn: Conn, tables: Sequence[Table], flt: Filter, facet: str) -> Fa
         ).fetchall()
         for value, count in rows:
             total += count
-            if value is None:
+            if value is None or value == b"":  # b"": no tenant, in a partitioned table
                 missing += count
             else:
                 name = _text(value)

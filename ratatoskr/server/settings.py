@@ -20,7 +20,7 @@ from ratatoskr.core.locations import DEFAULT_MEMORY_DB as DEFAULT_MEMORY_DB
 from ratatoskr.core.locations import DIM_ENV as DIM_ENV
 from ratatoskr.core.locations import MEMORY_DB_ENV as MEMORY_DB_ENV
 from ratatoskr.core.locations import env_int
-from ratatoskr.postgres.database import PoolSettings
+from ratatoskr.postgres.database import PgSettings
 from ratatoskr.postgres.url import LocationError, check_location, is_postgres_url
 from ratatoskr.server.threads import DEFAULT_STORE_THREADS, MAX_STORE_THREADS
 from ratatoskr.sqlite.database import (
@@ -110,7 +110,7 @@ class Settings:
     # continuous replication by Litestream (``RATATOSKR_REPLICA_URL``); None: off
     replica: ReplicaSettings | None = field(default=None, repr=False)
     # connections per worker and plane when a plane is on PostgreSQL
-    postgres: PoolSettings = field(default_factory=PoolSettings)
+    postgres: PgSettings = field(default_factory=PgSettings)
     # where the development key lives when no key setting is given (None otherwise)
     dev_key_file: Path | None = None
     dev_key_generated: bool = False
@@ -245,7 +245,7 @@ def load_settings(
     memory_db = _db_location(env, MEMORY_DB_ENV, DEFAULT_MEMORY_DB, cwd)
     affect_db = _db_location(env, AFFECT_DB_ENV, DEFAULT_AFFECT_DB, cwd)
     try:
-        postgres = PoolSettings.from_env(env)
+        postgres = PgSettings.from_env(env)
     except ValueError as exc:
         raise SettingsError(str(exc)) from None
     # two planes may share a PostgreSQL database (their tables do not collide), not a file

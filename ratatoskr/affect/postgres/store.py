@@ -26,7 +26,7 @@ from ratatoskr.core.cursors import SECRET_META_KEY, CursorCodec
 from ratatoskr.core.errors import EventConflict, RevisionMismatch, ScopeForbidden
 from ratatoskr.core.idempotency import CLASS_TTL_SECONDS, idempotency_id
 from ratatoskr.core.scope import AXES, contains
-from ratatoskr.postgres.database import Conn, PgDatabase, PoolSettings
+from ratatoskr.postgres.database import Conn, PgDatabase, PgSettings
 from ratatoskr.postgres.health import check_pg_health
 from ratatoskr.postgres.idempotency import PgIdempotency
 from ratatoskr.postgres.scope_sql import key, keys, scope_condition
@@ -282,7 +282,7 @@ class PgAffectStore(AffectCalls, PgAffectAdmin):
 def open_pg_affect_store(
     url: str,
     *,
-    settings: PoolSettings | None = None,
+    settings: PgSettings | None = None,
     clock: Callable[[], float] = time.time,
 ) -> PgAffectStore:
     """Open (creating its tables on first use) the affect store in the database at ``url``."""

@@ -11,6 +11,7 @@ from ratatoskr.core.admin import FoundRecord
 from ratatoskr.core.context import CallContext
 from ratatoskr.memory import admin_sql, rules
 from ratatoskr.memory.postgres import transfer
+from ratatoskr.memory.postgres.locks import lock_keys
 from ratatoskr.memory.store import open_memory_store
 from ratatoskr.postgres.admin import PgAdmin
 from ratatoskr.postgres.database import Conn
@@ -38,6 +39,8 @@ class PgMemoryAdmin(PgAdmin):
         ]
 
     def _delete(self, conn: Conn, table: Table, ids: Sequence[str]) -> None:
+        if getattr(self, "partitioned", False):  # the writers' id locks (store.lock_keys)
+            lock_keys(conn, list(ids))
         conn.execute("DELETE FROM memory_chunks WHERE chunk_id = ANY(%s)", (keys(list(ids)),))
 
     def _plane_problems(self, conn: Conn) -> list[str]:

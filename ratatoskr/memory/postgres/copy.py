@@ -46,7 +46,9 @@ def _field(value: str | bytes | None) -> bytes:
     return struct.pack(">i", len(raw)) + raw
 
 
-def _rows(chunks: list[rules.Chunk], existing: Existing, now: float) -> Iterator[bytes]:
+def _rows(
+    chunks: list[rules.Chunk], existing: Existing, now: float, no_tenant: str | None
+) -> Iterator[bytes]:
     updated = struct.pack(">id", 8, now)
     dim = len(chunks[0].vector)
     # every vector in big-endian at once; each row takes its slice of the one buffer
@@ -61,7 +63,7 @@ def _rows(chunks: list[rules.Chunk], existing: Existing, now: float) -> Iterator
                 _FIELDS,
                 _field(c.chunk_id),
                 struct.pack(">ii", 4, known[0] + 1 if known else 1),
-                _field(scope.get("tenant")),
+                _field(scope.get("tenant", no_tenant)),
                 _field(scope.get("group")),
                 _field(scope.get("end_user")),
                 _field(scope.get("agent_self")),
@@ -77,13 +79,35 @@ def _rows(chunks: list[rules.Chunk], existing: Existing, now: float) -> Iterator
         )
 
 
-def copy_payload(chunks: list[rules.Chunk], existing: Existing, now: float) -> bytes:
-    """The whole binary ``COPY`` stream of a batch: header, one tuple per chunk, trailer."""
-    return b"".join((_HEADER, *_rows(chunks, existing, now), _TRAILER))
+def copy_payload(
+    chunks: list[rules.Chunk], existing: Existing, now: float, no_tenant: str | None = None
+) -> bytes:
+    """The whole binary ``COPY`` stream of a batch: header, one tuple per chunk, trailer
+    (a chunk without a tenant gets ``no_tenant``: NULL, or ``""`` when partitioned)."""
+    return b"".join((_HEADER, *_rows(chunks, existing, now, no_tenant), _TRAILER))
 
 
-def write_chunks(conn: Conn, chunks: list[rules.Chunk], existing: Existing, now: float) -> None:
-    """Insert or rewrite ``chunks`` (``existing``: the stored revisions of those that are)."""
+def write_chunks(
+    conn: Conn,
+    chunks: list[rules.Chunk],
+    existing: Existing,
+    now: float,
+    *,
+    partitioned: bool = False,
+) -> None:
+    """Insert or rewrite ``chunks`` (``existing``: the stored revisions of those that are).
+    On a table partitioned by tenant a rewrite may move a chunk to another partition, and
+    no unique key spans the partitions: the stored rows are deleted and the batch copied
+    in (the caller holds the locks of its ids)."""
+    if partitioned:
+        if existing:
+            doomed = [cid.encode("utf-8") for cid in existing]
+            conn.execute("DELETE FROM memory_chunks WHERE chunk_id = ANY(%s)", (doomed,))
+        payload = copy_payload(chunks, existing, now, "")
+        statement = f"COPY memory_chunks ({COLUMNS}) FROM STDIN (FORMAT BINARY)"
+        with conn.cursor() as cur, cur.copy(statement) as copy:
+            copy.write(payload)
+        return
     payload = copy_payload(chunks, existing, now)
     target = "memory_chunks"
     if existing:

@@ -34,26 +34,29 @@ QUERY = "(SELECT %s::real[]::vector)"
 _ROW = "m.chunk_id, m.revision, m.vector_key, m.embedding, {f64}, m.record_json"
 
 
-def _select(condition: str, include_embedding: bool, *, bounded: bool) -> str:
+def _select(
+    condition: str, include_embedding: bool, *, bounded: bool, partitioned: bool = False
+) -> str:
+    """The candidates' statement. The hits' rows are joined back by key; partitioned by
+    tenant, the key is ``(tenant, chunk_id)``, so each row is looked up in its partition."""
     row = _ROW.format(f64="m.vector_f64" if include_embedding else "NULL::bytea")
+    key = "tenant, chunk_id" if partitioned else "chunk_id"
     if bounded:  # every row within the widened bound (a crowded cut)
         inner = (
-            f"SELECT chunk_id, (embedding <=> {QUERY}) + 0 AS d FROM memory_chunks "
-            f"WHERE {condition}"
+            f"SELECT {key}, (embedding <=> {QUERY}) + 0 AS d FROM memory_chunks WHERE {condition}"
         )
         return (
-            f"SELECT c.d, {row} FROM ({inner}) c JOIN memory_chunks m USING (chunk_id) "
-            "WHERE c.d <= %s"
+            f"SELECT c.d, {row} FROM ({inner}) c JOIN memory_chunks m USING ({key}) WHERE c.d <= %s"
         )
     inner = (
-        f"SELECT chunk_id, (embedding <=> {QUERY}) + 0 AS d FROM memory_chunks "
+        f"SELECT {key}, (embedding <=> {QUERY}) + 0 AS d FROM memory_chunks "
         f"WHERE {condition} ORDER BY d, chunk_id LIMIT %s"
     )
-    return f"SELECT c.d, {row} FROM ({inner}) c JOIN memory_chunks m USING (chunk_id) ORDER BY c.d"
+    return f"SELECT c.d, {row} FROM ({inner}) c JOIN memory_chunks m USING ({key}) ORDER BY c.d"
 
 
 def candidate_rows(
-    conn: Conn, call: rules.SearchCall, *, snapshot: bool = True
+    conn: Conn, call: rules.SearchCall, *, snapshot: bool = True, partitioned: bool = False
 ) -> list[tuple[Any, ...]] | None:
     """Every row that could be in the exact top_k of ``call`` (validated, confined). When
     the cut is crowded a second statement widens it, which must see the first one's
@@ -61,22 +64,22 @@ def candidate_rows(
     query = Float4Array(call.vector)
     want = call.top_k + CANDIDATE_MARGIN
     condition, params = scope_condition(call.scope_all, call.scope_any)
-    sql = _select(condition, call.include_embedding, bounded=False)
+    sql = _select(condition, call.include_embedding, bounded=False, partitioned=partitioned)
     rows = conn.execute(sql, (query, *params, want), binary=True).fetchall()
     if len(rows) < want or rows[-1][0] > rows[call.top_k - 1][0] + DISTANCE_EPSILON:
         return rows
     if not snapshot:
         return None
     bound = rows[call.top_k - 1][0] + DISTANCE_EPSILON
-    sql = _select(condition, call.include_embedding, bounded=True)
+    sql = _select(condition, call.include_embedding, bounded=True, partitioned=partitioned)
     return conn.execute(sql, (query, *params, bound), binary=True).fetchall()
 
 
 def search_hits(
-    conn: Conn, call: rules.SearchCall, *, snapshot: bool = True
+    conn: Conn, call: rules.SearchCall, *, snapshot: bool = True, partitioned: bool = False
 ) -> list[dict[str, Any]] | None:
     """The hits of ``call``, read in ``conn``'s snapshot (``None``: see ``candidate_rows``)."""
-    rows = candidate_rows(conn, call, snapshot=snapshot)
+    rows = candidate_rows(conn, call, snapshot=snapshot, partitioned=partitioned)
     if rows is None:
         return None
     if not rows:

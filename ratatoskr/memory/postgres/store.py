@@ -28,10 +28,11 @@ from ratatoskr.memory import rules
 from ratatoskr.memory.calls import MemoryCalls
 from ratatoskr.memory.postgres.admin import PgMemoryAdmin
 from ratatoskr.memory.postgres.copy import Existing, write_chunks
-from ratatoskr.memory.postgres.schema import memory_migrations
+from ratatoskr.memory.postgres.locks import lock_keys
+from ratatoskr.memory.postgres.schema import is_partitioned, memory_migrations
 from ratatoskr.memory.postgres.search import search_hits
 from ratatoskr.memory.search.hits import stored_record
-from ratatoskr.postgres.database import Conn, PgDatabase, PoolSettings
+from ratatoskr.postgres.database import Conn, PgDatabase, PgSettings
 from ratatoskr.postgres.health import check_pg_health
 from ratatoskr.postgres.idempotency import PgIdempotency
 from ratatoskr.postgres.scope_sql import keys
@@ -59,6 +60,7 @@ class PgMemoryStore(MemoryCalls, PgMemoryAdmin):
         self.db = db
         self.embedding_dim = embedding_dim
         self.clock = clock
+        self.partitioned = db.once(is_partitioned)
 
     # -- descriptor and health -----------------------------------------------------------
 
@@ -82,6 +84,8 @@ class PgMemoryStore(MemoryCalls, PgMemoryAdmin):
         iid = idempotency_id("upsert_many", ctx.actor, call.idempotency_key)
 
         def write(conn: Conn) -> dict[str, Any]:
+            if self.partitioned:
+                lock_keys(conn, [iid, *ids])
             now = self.clock()
             if _idem.is_replay(conn, iid, call.digest.value, now, call.digest.matches):
                 return {"upserted": len(ids), "replayed": True}
@@ -97,25 +101,27 @@ class PgMemoryStore(MemoryCalls, PgMemoryAdmin):
                 ]
                 if mismatches:
                     raise RevisionMismatch(mismatches)
-            write_chunks(conn, call.chunks, existing, now)
+            write_chunks(conn, call.chunks, existing, now, partitioned=self.partitioned)
             ttl = CLASS_TTL_SECONDS[call.idempotency_class]
             _idem.remember(conn, iid, call.digest.value, ids, now + ttl)
             return {"upserted": len(ids), "replayed": False}
 
-        return self.db.write(write)
+        return self.db.write(write, committed_reads=self.partitioned)
 
     def delete_many(self, ids: list[str], *, ctx: CallContext | None = None) -> dict[str, int]:
         wanted = rules.check_ids(ids)
         token_scope = ctx.scope if ctx else {}
 
         def delete(conn: Conn) -> dict[str, int]:
+            if self.partitioned:
+                lock_keys(conn, wanted)
             found = revisions_and_scopes(conn, wanted, lock=True)
             doomed = [cid for cid, (_, scope) in found.items() if contains(scope, token_scope)]
             if doomed:
                 conn.execute("DELETE FROM memory_chunks WHERE chunk_id = ANY(%s)", (keys(doomed),))
             return {"deleted": len(doomed)}
 
-        return self.db.write(delete)
+        return self.db.write(delete, committed_reads=self.partitioned)
 
     # -- reads ---------------------------------------------------------------------------
 
@@ -143,9 +149,10 @@ class PgMemoryStore(MemoryCalls, PgMemoryAdmin):
         """The read half of ``search``: ``call`` is validated and already confined."""
         # one statement is its own snapshot: no transaction, unless the cut is crowded and
         # needs a second statement (then both run in one read-only snapshot)
-        hits = self.db.once(lambda conn: search_hits(conn, call, snapshot=False))
+        split = self.partitioned
+        hits = self.db.once(lambda conn: search_hits(conn, call, snapshot=False, partitioned=split))
         if hits is None:
-            hits = self.db.read(lambda conn: search_hits(conn, call))
+            hits = self.db.read(lambda conn: search_hits(conn, call, partitioned=split))
         assert hits is not None
         return hits
 
@@ -161,7 +168,7 @@ def open_pg_memory_store(
     url: str,
     *,
     embedding_dim: int,
-    settings: PoolSettings | None = None,
+    settings: PgSettings | None = None,
     clock: Callable[[], float] = time.time,
 ) -> PgMemoryStore:
     """Open (creating its tables on first use) the memory store in the database at ``url``.
@@ -169,7 +176,10 @@ def open_pg_memory_store(
     ``SchemaError`` when the database was created for another embedding dimension."""
     if isinstance(embedding_dim, bool) or not isinstance(embedding_dim, int) or embedding_dim < 1:
         raise ValueError("embedding_dim must be a positive integer")
-    db = PgDatabase(url, "memory", memory_migrations(embedding_dim), settings)
+    settings = settings or PgSettings.from_env()
+    db = PgDatabase(
+        url, "memory", memory_migrations(embedding_dim, settings.tenant_partitions), settings
+    )
     row = db.once(
         lambda conn: conn.execute(
             "SELECT value FROM memory_meta WHERE key = 'embedding_dim'"

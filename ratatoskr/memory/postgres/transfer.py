@@ -29,7 +29,9 @@ BATCH = 1000
 
 
 def _text(value: Any) -> str | None:
-    return None if value is None else bytes(value).decode("utf-8")
+    """A ``bytea`` column as text; the empty key (no tenant, in a partitioned table) as
+    NULL, as the file keeps it (no id or axis value is empty)."""
+    return None if value is None or value == b"" else bytes(value).decode("utf-8")
 
 
 # -- SQLite -> PostgreSQL -------------------------------------------------------------------
@@ -52,14 +54,14 @@ def chunk_batches(
         last = rows[-1][0]
 
 
-def chunks_payload(rows: list[Any]) -> bytes:
+def chunks_payload(rows: list[Any], partitioned: bool = False) -> bytes:
     parts = [cb.HEADER]
     for cid, rev, tenant, grp, user, agent, origin, scope, at, emb, key, f64, record in rows:
         parts += [
             cb.row(13),
             cb.text(cid),
             cb.int4(rev),
-            cb.text(tenant),
+            cb.text("" if tenant is None and partitioned else tenant),
             cb.text(grp),
             cb.text(user),
             cb.text(agent),
@@ -83,8 +85,8 @@ def idempotency_payload(rows: list[Any]) -> bytes:
     return b"".join(parts)
 
 
-def copy_chunks(pg: Conn, rows: list[Any]) -> None:
-    cb.copy_in(pg, "memory_chunks", CHUNK_COLUMNS, chunks_payload(rows))
+def copy_chunks(pg: Conn, rows: list[Any], partitioned: bool = False) -> None:
+    cb.copy_in(pg, "memory_chunks", CHUNK_COLUMNS, chunks_payload(rows, partitioned))
 
 
 def copy_idempotency(pg: Conn, lite: apsw.Connection) -> int:
