@@ -120,3 +120,17 @@ def test_both_planes_and_the_ledger_share_one_database() -> None:
     finally:
         for closer in (memory, affect, ledger):
             closer.close()
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("RATATOSKR_PG_POOL_MAX", "0"),
+        ("RATATOSKR_PG_POOL_TIMEOUT", "soon"),
+        ("RATATOSKR_PG_TENANT_PARTITIONS", "1"),
+        ("RATATOSKR_PG_TENANT_PARTITIONS", "5000"),
+    ],
+)
+def test_postgresql_settings_are_checked_at_start(name: str, value: str, tmp_path: Path) -> None:
+    with pytest.raises(SettingsError, match=name):
+        load_settings({**ENV, name: value}, cwd=tmp_path)
