@@ -16,11 +16,13 @@ import argparse
 import asyncio
 import os
 import secrets
+import shlex
 import signal
 import subprocess
 import sys
 import time
 from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 
@@ -28,6 +30,7 @@ from bench.http_load import Client, free_port, load, percentile, search_requests
 from tests.pgserver import PostgresServer
 
 DATABASE = "bench"
+HEADING = "### HTTP over PostgreSQL (`make bench-postgres`)"
 
 
 def start(url: str, port: int, workers: int, dim: int, key: bytes) -> subprocess.Popen[bytes]:
@@ -124,6 +127,12 @@ async def main_async(args: argparse.Namespace) -> int:
             server.wait(timeout=60)
         pg.stop()
     print("\n".join(lines))
+    if args.out is not None:
+        command = ".venv/bin/python -m bench.postgres_http " + shlex.join(args.argv)
+        block = [HEADING, "", f"`{command}`:", ""] + [f"- {line}" for line in lines]
+        text = args.out.read_text() if args.out.exists() else ""
+        head = text.split(HEADING, 1)[0].rstrip()
+        args.out.write_text((head + "\n\n" if head else "") + "\n".join(block) + "\n")
     return 1 if failed else 0
 
 
@@ -136,7 +145,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--duration", type=float, default=30.0)
-    return asyncio.run(main_async(parser.parse_args(argv)))
+    parser.add_argument(
+        "--out", type=Path, default=Path("docs/performance.md"), help="the report to append to"
+    )
+    args = parser.parse_args(argv)
+    args.argv = list(argv if argv is not None else sys.argv[1:])
+    return asyncio.run(main_async(args))
 
 
 if __name__ == "__main__":
