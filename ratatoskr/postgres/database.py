@@ -212,7 +212,9 @@ class PgDatabase:
                     if write is None:
                         result = fn(conn)
                     else:
-                        mode = "READ WRITE" if write else "READ ONLY"
+                        # a write leaves the access mode to the server, so a standby (or a
+                        # read-only session) refuses its first write as read-only
+                        mode = "" if write else "READ ONLY"
                         isolation = level or "REPEATABLE READ"
                         conn.execute(f"BEGIN ISOLATION LEVEL {isolation} {mode}")
                         began = True
@@ -237,7 +239,12 @@ class PgDatabase:
                         "store unavailable: concurrent writes kept conflicting; retry"
                     ) from None
                 time.sleep(BACKOFF * (2 ** (attempt - 1)) * (0.5 + random.random()))
-            except (PoolTimeout, psycopg.OperationalError, psycopg.InterfaceError) as exc:
+            except (
+                PoolTimeout,
+                psycopg.OperationalError,
+                psycopg.InterfaceError,
+                psycopg.errors.ReadOnlySqlTransaction,
+            ) as exc:
                 # a pooled connection the server dropped (a restart, an idle timeout) fails
                 # at its first statement: a read, or a write whose BEGIN did not go through,
                 # is tried again on another connection (the pool discards the broken one)

@@ -51,8 +51,12 @@ def current_version(conn: Conn, component: str) -> int:
 
 
 def migrate(conn: Conn, component: str, migrations: Sequence[Migration]) -> None:
-    """Bring ``component`` to the newest version (inside the caller's write transaction)."""
+    """Bring ``component`` to the newest version (inside the caller's transaction). A
+    database already at it is only read, so a server can open a read-only standby."""
     latest = migrations[-1].version if migrations else 0
+    found = conn.execute("SELECT to_regclass('ratatoskr_schema')").fetchone()
+    if found is not None and found[0] is not None and current_version(conn, component) == latest:
+        return
     conn.execute("SELECT pg_advisory_xact_lock(%s)", (LOCK_KEY,))
     conn.execute(
         "CREATE TABLE IF NOT EXISTS ratatoskr_schema ("
