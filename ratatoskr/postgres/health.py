@@ -1,10 +1,11 @@
 """The health rules of a plane on PostgreSQL (the SQLite store's, for this backend).
 
-``down`` when PostgreSQL cannot be reached, pgvector or the plane's tables are missing, or
-the plane's schema version is not the one this build knows; ``degraded`` while it serves but
-needs an operator: the last write of this process failed for a reason other than a
-conflict, expired idempotency entries pile up. Infallible, and a reason never holds a host,
-a user or a password.
+``ok`` names the durability in force (PostgreSQL's ``synchronous_commit``), as the SQLite
+stores name theirs. ``down`` when PostgreSQL cannot be reached, pgvector or the plane's
+tables are missing, or the plane's schema version is not the one this build knows;
+``degraded`` while it serves but needs an operator: the last write of this process failed
+for a reason other than a conflict, expired idempotency entries pile up. Infallible, and a
+reason never holds a host, a user or a password.
 """
 
 from __future__ import annotations
@@ -27,13 +28,15 @@ def check_pg_health(
     expired_backlog: Callable[[Conn], int],
     probe: Callable[[Conn], object] | None = None,
 ) -> dict[str, Any]:
-    def look(conn: Conn) -> tuple[int, int]:
+    def look(conn: Conn) -> tuple[int, int, str]:
         if probe is not None:
             probe(conn)
-        return current_version(conn, db.component), expired_backlog(conn)
+        row = conn.execute("SHOW synchronous_commit").fetchone()
+        mode = str(row[0]) if row else "on"
+        return current_version(conn, db.component), expired_backlog(conn), mode
 
     try:
-        version, backlog = db.read(look)
+        version, backlog, mode = db.read(look)
     except Unavailable as exc:
         return {"status": "down", "reason": exc.message.removeprefix("store unavailable: ")}
     except Exception:  # health is infallible by contract
@@ -45,4 +48,18 @@ def check_pg_health(
         return {"status": "degraded", "reason": f"a write failed: {failure.reason}"}
     if backlog > IDEMPOTENCY_BACKLOG_BOUND:
         return {"status": "degraded", "reason": "expired idempotency entries need pruning"}
-    return {"status": "ok", "reason": None}
+    return {"status": "ok", "reason": durability(mode)}
+
+
+def durability(synchronous_commit: str) -> str:
+    if synchronous_commit == "off":
+        return (
+            "durability synchronous_commit=off: a crash of PostgreSQL may drop the last "
+            "acknowledged writes"
+        )
+    if synchronous_commit == "local":
+        return "durability synchronous_commit=local: every acknowledged write is on disk"
+    return (
+        f"durability synchronous_commit={synchronous_commit}: every acknowledged write is "
+        "on disk (and on the synchronous standbys PostgreSQL is configured to wait for)"
+    )

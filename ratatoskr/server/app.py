@@ -128,10 +128,13 @@ def check_stores(settings: Settings, planes: Sequence[str] = PLANES) -> None:
         store.close()
     # the ledger too: a new file switched to WAL by two booting workers at once is a lock
     # race one of them loses (SQLite answers BUSY at once there, whatever the busy timeout)
+    setting = MEMORY_DB_ENV if "memory" in planes else AFFECT_DB_ENV
+    location = settings.memory_db if "memory" in planes else settings.affect_db
     try:
-        JtiLedger(ledger_path(settings, planes), settings=settings.database).close()
+        open_ledger_at(location, database=settings.database, pool=settings.postgres).close()
+    except Unavailable as exc:  # PostgreSQL not reachable (the message masks the URL)
+        raise SettingsError(f"{setting}: {exc.message}") from None
     except Exception as exc:  # apsw: cannot open, read-only directory, ...
-        setting = MEMORY_DB_ENV if "memory" in planes else AFFECT_DB_ENV
         raise SettingsError(
             f"{setting}: the jti ledger beside it cannot be opened ({type(exc).__name__})"
         ) from None

@@ -31,7 +31,7 @@ from ratatoskr.sqlite.database import (
     SYNCHRONOUS_ENV,
     DatabaseSettings,
 )
-from ratatoskr.sqlite.replica import ReplicaSettings, replica_settings_from_env
+from ratatoskr.sqlite.replica import REPLICA_URL_ENV, ReplicaSettings, replica_settings_from_env
 from ratatoskr.wire.http import (
     DEFAULT_AUTH_TARPIT_MAX,
     DEFAULT_AUTH_TARPIT_MS,
@@ -248,6 +248,11 @@ def load_settings(
         postgres = PgSettings.from_env(env)
     except ValueError as exc:
         raise SettingsError(str(exc)) from None
+    if replica is not None and (is_postgres_url(memory_db) or is_postgres_url(affect_db)):
+        raise SettingsError(
+            f"{REPLICA_URL_ENV}: Litestream replicates SQLite files; a plane on PostgreSQL is "
+            "replicated by the database itself (unset it)"
+        )
     # two planes may share a PostgreSQL database (their tables do not collide), not a file
     if memory_db == affect_db and not is_postgres_url(memory_db):
         raise SettingsError(f"{MEMORY_DB_ENV} and {AFFECT_DB_ENV} must name different files")

@@ -134,3 +134,13 @@ def test_both_planes_and_the_ledger_share_one_database() -> None:
 def test_postgresql_settings_are_checked_at_start(name: str, value: str, tmp_path: Path) -> None:
     with pytest.raises(SettingsError, match=name):
         load_settings({**ENV, name: value}, cwd=tmp_path)
+
+
+def test_litestream_replication_is_refused_for_a_plane_on_postgresql(tmp_path: Path) -> None:
+    env = {
+        **ENV,
+        "RATATOSKR_MEMORY_DB": "postgresql://ratatoskr@db.internal/worldtree",
+        "RATATOSKR_REPLICA_URL": f"file://{tmp_path}/replica",
+    }
+    with pytest.raises(SettingsError, match="RATATOSKR_REPLICA_URL"):
+        load_settings(env, cwd=tmp_path)
