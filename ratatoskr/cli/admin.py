@@ -34,17 +34,9 @@ _ALL_FACETS = sorted({f for facets in FACETS.values() for f in facets})
 def _common() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     files = common.add_argument_group("files")
-    files.add_argument(
-        "--memory-db",
-        help="memory file or postgresql:// URL (RATATOSKR_MEMORY_DB, ./data/memory.db)",
-    )
-    files.add_argument(
-        "--affect-db",
-        help="affect file or postgresql:// URL (RATATOSKR_AFFECT_DB, ./data/affect.db)",
-    )
-    files.add_argument(
-        "--jti-db", help="jti ledger (default: beside each plane file, or in its database)"
-    )
+    files.add_argument("--memory-db", help="file or postgresql:// URL (RATATOSKR_MEMORY_DB)")
+    files.add_argument("--affect-db", help="file or postgresql:// URL (RATATOSKR_AFFECT_DB)")
+    files.add_argument("--jti-db", help="jti ledger (default: beside each plane, or in its db)")
     files.add_argument(
         "--dim",
         type=int,
