@@ -26,8 +26,9 @@ import orjson
 from ratatoskr.affect import rules
 from ratatoskr.affect.admin import AffectAdmin
 from ratatoskr.affect.calls import AffectCalls
+from ratatoskr.affect.writes import fresh_events
 from ratatoskr.core.context import CallContext
-from ratatoskr.core.errors import EventConflict, RevisionMismatch, ScopeForbidden
+from ratatoskr.core.overwrites import check_overwrites
 from ratatoskr.core.scope import AXES, contains
 from ratatoskr.sqlite.cursors import codec_for, store_secret
 from ratatoskr.sqlite.database import Database, DatabaseSettings, Migration, SchemaError
@@ -117,17 +118,7 @@ class RatatoskrAffectStore(AffectCalls, AffectAdmin):
                 ids,
             ).fetchall()
             existing = {i: (rev, orjson.loads(scope)) for i, rev, scope in rows}
-            for state_id, (_, scope) in existing.items():
-                if not contains(scope, ctx.scope):
-                    raise ScopeForbidden(f"record {state_id} exists outside the token scope")
-            if call.expected_revisions is not None:
-                mismatches = [
-                    {"id": sid, "expected": rev, "actual": existing.get(sid, (0, {}))[0]}
-                    for sid, rev in call.expected_revisions.items()
-                    if existing.get(sid, (0, {}))[0] != rev
-                ]
-                if mismatches:
-                    raise RevisionMismatch(mismatches)
+            check_overwrites(existing, ctx.scope, call.expected_revisions)
             conn.executemany(
                 f"""INSERT INTO affect_states (id, revision, {_AXIS_COLUMNS}, scope_json,
                        updated_at, record_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
@@ -227,21 +218,7 @@ class RatatoskrAffectStore(AffectCalls, AffectAdmin):
                 ids,
             ).fetchall()
             stored = {i: (orjson.loads(scope), record) for i, scope, record in rows}
-            for event_id, (scope, _) in stored.items():
-                if not contains(scope, ctx.scope):
-                    raise ScopeForbidden(f"event {event_id} exists outside the token scope")
-            conflicts = [
-                e.id
-                for e in call.events
-                if e.id in stored and not rules.events_equal(stored[e.id][1], e)
-            ]
-            if conflicts:
-                raise EventConflict(
-                    f"{len(conflicts)} event id(s) already hold another event: "
-                    + ", ".join(conflicts[:10]),
-                    details={"ids": conflicts},
-                )
-            fresh = [e for e in call.events if e.id not in stored]
+            fresh = fresh_events(call.events, stored, ctx.scope)
             conn.executemany(
                 f"INSERT INTO affect_events (id, at_us, {_AXIS_COLUMNS}, scope_json, "
                 "appended_at, record_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",

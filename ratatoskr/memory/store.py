@@ -16,7 +16,8 @@ import apsw
 import orjson
 
 from ratatoskr.core.context import CallContext
-from ratatoskr.core.errors import InvalidArguments, RevisionMismatch, ScopeForbidden
+from ratatoskr.core.errors import InvalidArguments
+from ratatoskr.core.overwrites import check_overwrites
 from ratatoskr.core.scope import contains
 from ratatoskr.memory import rules
 from ratatoskr.memory.admin import MemoryAdmin
@@ -110,17 +111,7 @@ class RatatoskrMemoryStore(MemoryCalls, MemoryAdmin):
             if _idem.is_replay(conn, iid, call.digest.value, now, call.digest.matches):
                 return {"upserted": len(ids), "replayed": True}
             existing = self._revisions_and_scopes(conn, ids)
-            for chunk_id, (_, scope) in existing.items():
-                if not contains(scope, ctx.scope):
-                    raise ScopeForbidden(f"record {chunk_id} exists outside the token scope")
-            if call.expected_revisions is not None:
-                mismatches = [
-                    {"id": cid, "expected": rev, "actual": existing.get(cid, (0, {}))[0]}
-                    for cid, rev in call.expected_revisions.items()
-                    if existing.get(cid, (0, {}))[0] != rev
-                ]
-                if mismatches:
-                    raise RevisionMismatch(mismatches)
+            check_overwrites(existing, ctx.scope, call.expected_revisions)
             conn.executemany(
                 """INSERT INTO memory_chunks (chunk_id, revision, tenant, grp, end_user,
                        agent_self, origin, scope_json, updated_at, embedding, vector_key,

@@ -21,10 +21,11 @@ from ratatoskr.affect import rules
 from ratatoskr.affect.calls import AffectCalls
 from ratatoskr.affect.postgres.admin import PgAffectAdmin
 from ratatoskr.affect.postgres.schema import AFFECT_MIGRATIONS
+from ratatoskr.affect.writes import fresh_events
 from ratatoskr.core.context import CallContext
 from ratatoskr.core.cursors import SECRET_META_KEY, CursorCodec
-from ratatoskr.core.errors import EventConflict, RevisionMismatch, ScopeForbidden
 from ratatoskr.core.idempotency import CLASS_TTL_SECONDS, idempotency_id
+from ratatoskr.core.overwrites import check_overwrites
 from ratatoskr.core.scope import AXES, contains
 from ratatoskr.postgres.database import Conn, PgDatabase, PgSettings
 from ratatoskr.postgres.health import check_pg_health
@@ -91,17 +92,7 @@ class PgAffectStore(AffectCalls, PgAffectAdmin):
                 (keys(ids),),
             ).fetchall()
             existing = {_text(i): (rev, orjson.loads(scope)) for i, rev, scope in rows}
-            for state_id, (_, scope) in existing.items():
-                if not contains(scope, ctx.scope):
-                    raise ScopeForbidden(f"record {state_id} exists outside the token scope")
-            if call.expected_revisions is not None:
-                mismatches = [
-                    {"id": sid, "expected": rev, "actual": existing.get(sid, (0, {}))[0]}
-                    for sid, rev in call.expected_revisions.items()
-                    if existing.get(sid, (0, {}))[0] != rev
-                ]
-                if mismatches:
-                    raise RevisionMismatch(mismatches)
+            check_overwrites(existing, ctx.scope, call.expected_revisions)
             with conn.cursor() as cur:
                 cur.executemany(
                     f"""INSERT INTO affect_states (id, revision, {_AXIS_COLUMNS}, scope_json,
@@ -202,21 +193,7 @@ class PgAffectStore(AffectCalls, PgAffectAdmin):
                 (keys(ids),),
             ).fetchall()
             stored = {_text(i): (orjson.loads(scope), record) for i, scope, record in rows}
-            for event_id, (scope, _) in stored.items():
-                if not contains(scope, ctx.scope):
-                    raise ScopeForbidden(f"event {event_id} exists outside the token scope")
-            conflicts = [
-                e.id
-                for e in call.events
-                if e.id in stored and not rules.events_equal(stored[e.id][1], e)
-            ]
-            if conflicts:
-                raise EventConflict(
-                    f"{len(conflicts)} event id(s) already hold another event: "
-                    + ", ".join(conflicts[:10]),
-                    details={"ids": conflicts},
-                )
-            fresh = [e for e in call.events if e.id not in stored]
+            fresh = fresh_events(call.events, stored, ctx.scope)
             if fresh:
                 with conn.cursor() as cur:
                     cur.executemany(

@@ -21,8 +21,8 @@ from typing import Any
 import orjson
 
 from ratatoskr.core.context import CallContext
-from ratatoskr.core.errors import RevisionMismatch, ScopeForbidden
 from ratatoskr.core.idempotency import CLASS_TTL_SECONDS, idempotency_id
+from ratatoskr.core.overwrites import check_overwrites
 from ratatoskr.core.scope import contains
 from ratatoskr.memory import rules
 from ratatoskr.memory.calls import MemoryCalls
@@ -90,17 +90,7 @@ class PgMemoryStore(MemoryCalls, PgMemoryAdmin):
             if _idem.is_replay(conn, iid, call.digest.value, now, call.digest.matches):
                 return {"upserted": len(ids), "replayed": True}
             existing = revisions_and_scopes(conn, ids, lock=True)
-            for chunk_id, (_, scope) in existing.items():
-                if not contains(scope, ctx.scope):
-                    raise ScopeForbidden(f"record {chunk_id} exists outside the token scope")
-            if call.expected_revisions is not None:
-                mismatches = [
-                    {"id": cid, "expected": rev, "actual": existing.get(cid, (0, {}))[0]}
-                    for cid, rev in call.expected_revisions.items()
-                    if existing.get(cid, (0, {}))[0] != rev
-                ]
-                if mismatches:
-                    raise RevisionMismatch(mismatches)
+            check_overwrites(existing, ctx.scope, call.expected_revisions)
             write_chunks(conn, call.chunks, existing, now, partitioned=self.partitioned)
             ttl = CLASS_TTL_SECONDS[call.idempotency_class]
             _idem.remember(conn, iid, call.digest.value, ids, now + ttl)
