@@ -9,7 +9,7 @@ from typing import Any
 import apsw
 import orjson
 
-from ratatoskr.sqlite.record_sql import Table
+from ratatoskr.core.record_sql import Table
 from ratatoskr.sqlite.scope_sql import placeholders
 
 EVENTS = Table("event", "affect_events", "id", has_revision=False, has_time=True)

@@ -8,8 +8,8 @@ from collections import Counter
 
 import apsw
 
+from ratatoskr.core.record_sql import Table
 from ratatoskr.sqlite.database import SchemaError
-from ratatoskr.sqlite.record_sql import Table
 
 CHUNKS = Table("chunk", "memory_chunks", "chunk_id", has_revision=True, has_origin=True)
 TABLES = (CHUNKS,)

@@ -1,30 +1,39 @@
 """``AdminStore`` (``core.admin``) over a plane's PostgreSQL tables, shared by both planes.
 
 A plane store inherits ``PgAdmin`` and names its tables (``TABLES``, in kind order), its
-idempotency table, its meta table and how it deletes each kind; the SQL lives in
-``record_sql``. Forget and erase run in one transaction each (retried whole on a
-serialization failure, like every write); erase then ``VACUUM``s the plane's tables so the
+idempotency table, its meta table and how it deletes each kind. Counts, listings, forget
+and erase are ``core.record_admin``'s, run here in PostgreSQL transactions; the SQL lives in
+``core.record_sql`` and ``record_sql`` (the id lookup). Forget and erase run in one
+transaction each (retried whole on a serialization failure, like every write); erase then
+``VACUUM``s the plane's tables so the
 dead row versions holding the erased content are reclaimed at once instead of at the next
 autovacuum (docs/operations.md says what PostgreSQL may still hold: WAL, replicas, backups).
-A backup is a SQLite file of the same plane (``_backup_file``), taken in one snapshot while
+A backup is a SQLite file of the same plane (``_sqlite_store``, filled by the plane's
+``_copy_to_sqlite``), taken in one snapshot while
 the servers write: openable as a store, by ``admin`` or a server, and migratable back.
 """
 
 from __future__ import annotations
 
+import os
 import secrets
 from collections.abc import Callable, Sequence
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol, TypeVar
 
-from ratatoskr.core.admin import FacetCounts, RecordPage
-from ratatoskr.core.cursors import SECRET_BYTES, SECRET_META_KEY, CursorCodec, filter_tag
-from ratatoskr.core.filters import Filter, check_selection
-from ratatoskr.core.scope import Scope
+import apsw
+
+from ratatoskr.core.cursors import SECRET_BYTES, SECRET_META_KEY, CursorCodec
+from ratatoskr.core.filters import Filter
+from ratatoskr.core.record_admin import RecordAdmin
+from ratatoskr.core.record_sql import Table
 from ratatoskr.postgres import record_sql
 from ratatoskr.postgres.database import Conn, PgDatabase
 from ratatoskr.postgres.idempotency import PgIdempotency
 from ratatoskr.postgres.migrations import current_version
-from ratatoskr.sqlite.record_sql import Table
+from ratatoskr.postgres.scope_sql import POSTGRES
+from ratatoskr.sqlite.database import Database
+
+T = TypeVar("T")
 
 
 def meta_secret(conn: Conn, meta: str) -> bytes:
@@ -38,21 +47,24 @@ def meta_secret(conn: Conn, meta: str) -> bytes:
     return bytes.fromhex(row[0])
 
 
-class PgAdmin:
+class SqliteStore(Protocol):
+    """A plane store over a SQLite file, as the backup writes into one."""
+
+    db: Database
+
+    def close(self) -> None: ...
+
+
+class PgAdmin(RecordAdmin):
     """The operator methods of a plane store over one PostgreSQL database."""
 
-    PLANE: ClassVar[str]
-    TABLES: ClassVar[tuple[Table, ...]]
     IDEMPOTENCY: ClassVar[PgIdempotency]
+    SQL = POSTGRES
     META: ClassVar[str]
     db: PgDatabase
     clock: Callable[[], float]
 
     # -- what each plane supplies --------------------------------------------------------
-
-    def _delete(self, conn: Conn, table: Table, ids: Sequence[str]) -> None:
-        """Delete ``ids`` of ``table``'s kind inside ``conn``'s write transaction."""
-        raise NotImplementedError
 
     def _plane_problems(self, conn: Conn) -> list[str]:
         return []
@@ -60,26 +72,22 @@ class PgAdmin:
     def _plane_stats(self) -> dict[str, Any]:
         return {}
 
-    def _backup_file(self, dest: str) -> int:
-        """Copy the store, in one snapshot, into a new SQLite file of the plane at ``dest``."""
+    def _sqlite_store(self, dest: str) -> SqliteStore:
+        """A new, empty store of the plane in a SQLite file at ``dest`` (the backup's)."""
         raise NotImplementedError
 
-    # -- counts and listings -------------------------------------------------------------
+    def _copy_to_sqlite(self, conn: Conn, lite: apsw.Connection) -> int:
+        """Every row of the plane, read in ``conn``'s snapshot, into the empty tables of
+        ``lite`` (inside its write transaction)."""
+        raise NotImplementedError
 
-    def count_by(self, flt: Filter, facet: str) -> FacetCounts:
-        return self.db.read(lambda conn: record_sql.count_by(conn, self.TABLES, flt, facet))
+    # -- the backend's half of RecordAdmin -----------------------------------------------
 
-    def list_records(self, flt: Filter, *, limit: int, cursor: str | None = None) -> RecordPage:
-        codec = self._listing_codec()
-        tag = filter_tag(f"admin.list.{self.PLANE}", flt.to_json())
-        after = None if cursor is None else codec.open(cursor, tag, (str, str)).key
-        key = None if after is None else (str(after[0]), str(after[1]))
-        items = self.db.read(lambda conn: record_sql.listed(conn, self.TABLES, flt, key, limit + 1))
-        page = items[:limit]
-        more = len(items) > limit
-        return RecordPage(
-            page, codec.make(tag, (page[-1]["kind"], page[-1]["id"])) if more else None
-        )
+    def _read(self, work: Callable[[Conn], T]) -> T:
+        return self.db.read(work)
+
+    def _write(self, work: Callable[[Conn], T]) -> T:
+        return self.db.write(work)
 
     def _listing_codec(self) -> CursorCodec:
         codec: CursorCodec | None = getattr(self, "_codec", None)
@@ -88,63 +96,15 @@ class PgAdmin:
             self._codec = codec
         return codec
 
-    def record_counts(self) -> dict[str, int]:
-        return self.db.read(
-            lambda conn: {t.kind: record_sql.count_rows(conn, t) for t in self.TABLES}
-        )
-
-    # -- removal ---------------------------------------------------------------------------
-
-    def _selected(self, flt: Filter | None) -> tuple[Table, ...]:
-        return self.TABLES if flt is None else record_sql.reached(self.TABLES, flt)
-
-    def match(
-        self, *, ids: Sequence[str] | None = None, flt: Filter | None = None
-    ) -> dict[str, list[str]]:
-        check_selection(ids, flt)
-        return self.db.read(
-            lambda conn: {
-                t.kind: record_sql.matching_ids(conn, t, ids=ids, flt=flt)
-                for t in self._selected(flt)
-            }
-        )
-
-    def _remove(
+    def _matching_ids(
         self, conn: Conn, table: Table, ids: Sequence[str] | None, flt: Filter | None
     ) -> list[str]:
-        doomed = record_sql.matching_ids(conn, table, ids=ids, flt=flt)
-        if doomed:
-            self._delete(conn, table, doomed)
-        return doomed
+        return record_sql.matching_ids(conn, table, ids=ids, flt=flt)
 
-    def forget(
-        self, *, ids: Sequence[str] | None = None, flt: Filter | None = None
-    ) -> dict[str, int]:
-        check_selection(ids, flt)
-        return self.db.write(
-            lambda conn: {t.kind: len(self._remove(conn, t, ids, flt)) for t in self._selected(flt)}
-        )
-
-    def erase(self, scope: Scope) -> dict[str, int | bool]:
-        if not scope:
-            raise ValueError("refusing an empty scope: erase would remove everything")
-        flt = Filter(scope=dict(scope))
-
-        def erase(conn: Conn) -> dict[str, int | bool]:
-            counts: dict[str, int | bool] = {}
-            erased: set[str] = set()
-            for table in self.TABLES:
-                gone = self._remove(conn, table, None, flt)
-                counts[table.kind] = len(gone)
-                erased.update(gone)
-            counts["idempotency"] = self.IDEMPOTENCY.forget_ids(conn, erased)
-            return counts
-
-        counts = self.db.write(erase)
+    def _reclaim_erased(self) -> dict[str, int | bool]:
         tables = ", ".join([t.name for t in self.TABLES] + [self.IDEMPOTENCY.table])
         self.db.once(lambda conn: conn.execute(f"VACUUM {tables}"))
-        counts["vacuumed"] = True
-        return counts
+        return {"vacuumed": True}
 
     # -- upkeep ----------------------------------------------------------------------------
 
@@ -163,7 +123,7 @@ class PgAdmin:
 
         def read(conn: Conn) -> dict[str, Any]:
             return {
-                "records": {t.kind: record_sql.count_rows(conn, t) for t in self.TABLES},
+                "records": self._counts(conn),
                 "idempotency_entries": self.IDEMPOTENCY.count(conn),
                 "idempotency_expired": self.IDEMPOTENCY.count(conn, now),
                 "schema_version": current_version(conn, self.db.component),
@@ -189,9 +149,7 @@ class PgAdmin:
             row = conn.execute(f"SELECT value FROM {self.META} WHERE key = 'plane'").fetchone()
             if row is None or row[0] != self.PLANE:
                 problems.append(f"the plane marker is not {self.PLANE}")
-            for table in self.TABLES:
-                problems += record_sql.revision_problems(conn, table)
-            return problems + self._plane_problems(conn)
+            return problems + self._revision_problems(conn) + self._plane_problems(conn)
 
         return self.db.read(look)
 
@@ -200,7 +158,20 @@ class PgAdmin:
         return self.db.write(lambda conn: self.IDEMPOTENCY.prune(conn, now))
 
     def backup(self, dest: str) -> int:
-        return self._backup_file(dest)
+        if os.path.exists(dest):
+            raise ValueError(f"refusing to overwrite {dest}")
+        target = self._sqlite_store(dest)
+        try:
+
+            def copy(conn: Conn) -> int:
+                with target.db.write() as lite:
+                    return self._copy_to_sqlite(conn, lite)
+
+            self.db.read(copy)
+        finally:
+            target.close()
+        os.chmod(dest, 0o600)
+        return os.path.getsize(dest)
 
     def pool_stats(self) -> dict[str, int]:
         """This process's connections to the database and its retried transactions."""

@@ -9,9 +9,11 @@ pages and ties go in the same order on both backends.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from ratatoskr.core.scope import Scope
-from ratatoskr.sqlite.scope_sql import COLUMNS
+from ratatoskr.core.sql_dialect import AXIS_COLUMNS as COLUMNS
+from ratatoskr.core.sql_dialect import SqlDialect
 
 
 def key(value: str) -> bytes:
@@ -37,3 +39,20 @@ def scope_condition(scope_all: Scope, scope_any: Sequence[Scope]) -> tuple[str, 
             params.extend(key(element[a]) for a in sorted(element))
         clauses.append("(" + " OR ".join(branches) + ")")
     return (" AND ".join(clauses) or "TRUE"), params
+
+
+def text(raw: Any) -> str:
+    """A stored id or axis value (``bytea``) back as text."""
+    return bytes(raw).decode("utf-8")
+
+
+def _value(raw: Any) -> str | None:
+    """A facet value; the empty key (no tenant, in a partitioned table) is no value."""
+    return None if raw is None or raw == b"" else text(raw)
+
+
+def _among(column: str, ids: Sequence[str]) -> tuple[str, list[Any]]:
+    return f"{column} = ANY(%s)", [keys(ids)]
+
+
+POSTGRES = SqlDialect("%s", key, text, _value, scope_condition, _among)

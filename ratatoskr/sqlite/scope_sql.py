@@ -8,10 +8,12 @@ from the indexes, applied before any ``LIMIT``.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from ratatoskr.core.scope import Scope
+from ratatoskr.core.sql_dialect import AXIS_COLUMNS, SqlDialect
 
-COLUMNS = {"tenant": "tenant", "group": "grp", "end_user": "end_user", "agent_self": "agent_self"}
+COLUMNS = AXIS_COLUMNS
 
 
 def placeholders(n: int) -> str:
@@ -33,3 +35,15 @@ def scope_condition(scope_all: Scope, scope_any: Sequence[Scope]) -> tuple[str, 
             params.extend(element[a] for a in sorted(element))
         clauses.append("(" + " OR ".join(branches) + ")")
     return (" AND ".join(clauses) or "1"), params
+
+
+def _stored(value: Any) -> Any:
+    """SQLite keeps ids and axis values as the text itself."""
+    return value
+
+
+def _among(column: str, ids: Sequence[str]) -> tuple[str, list[Any]]:
+    return f"{column} IN ({placeholders(len(ids))})", list(ids)
+
+
+SQLITE = SqlDialect("?", _stored, _stored, _stored, scope_condition, _among)

@@ -3,40 +3,29 @@ deletes (the store's own), the vector checks and the backup to a SQLite file."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
-from typing import Any
 
-from ratatoskr.core.admin import FoundRecord
-from ratatoskr.core.context import CallContext
-from ratatoskr.memory import admin_sql, rules
+import apsw
+
+from ratatoskr.core.record_sql import Table
+from ratatoskr.memory import admin_sql
+from ratatoskr.memory.admin_records import ChunkRecords
 from ratatoskr.memory.postgres import transfer
 from ratatoskr.memory.postgres.locks import lock_keys
-from ratatoskr.memory.store import open_memory_store
+from ratatoskr.memory.store import RatatoskrMemoryStore, open_memory_store
 from ratatoskr.postgres.admin import PgAdmin
 from ratatoskr.postgres.database import Conn
 from ratatoskr.postgres.idempotency import PgIdempotency
 from ratatoskr.postgres.scope_sql import keys
-from ratatoskr.sqlite.record_sql import Table
 
 
-class PgMemoryAdmin(PgAdmin):
+class PgMemoryAdmin(ChunkRecords, PgAdmin):
     """Mixed into ``PgMemoryStore``, which supplies the methods declared here."""
 
     PLANE = "memory"
     TABLES = admin_sql.TABLES
     IDEMPOTENCY = PgIdempotency("memory_idempotency")
     META = "memory_meta"
-    embedding_dim: int
-
-    def get_many(self, ids: list[str], *, ctx: CallContext | None = None) -> list[dict[str, Any]]:
-        raise NotImplementedError
-
-    def get_records(self, ids: Sequence[str]) -> list[FoundRecord]:
-        return [
-            {"id": rules.record_id(record, "stored record"), "kind": "chunk", "record": record}
-            for record in self.get_many(list(ids))
-        ]
 
     def _delete(self, conn: Conn, table: Table, ids: Sequence[str]) -> None:
         if getattr(self, "partitioned", False):  # the writers' id locks (store.lock_keys)
@@ -60,21 +49,8 @@ class PgMemoryAdmin(PgAdmin):
             problems.append(f"{row[1]} chunk(s) whose float64 vector has the wrong length")
         return problems
 
-    def _plane_stats(self) -> dict[str, Any]:
-        return {"embedding_dim": self.embedding_dim}
+    def _sqlite_store(self, dest: str) -> RatatoskrMemoryStore:
+        return open_memory_store(dest, embedding_dim=self.embedding_dim, mirror_bytes=0)
 
-    def _backup_file(self, dest: str) -> int:
-        if os.path.exists(dest):
-            raise ValueError(f"refusing to overwrite {dest}")
-        target = open_memory_store(dest, embedding_dim=self.embedding_dim, mirror_bytes=0)
-        try:
-
-            def copy(conn: Conn) -> int:
-                with target.db.write() as lite:
-                    return transfer.to_sqlite(conn, lite)
-
-            self.db.read(copy)
-        finally:
-            target.close()
-        os.chmod(dest, 0o600)
-        return os.path.getsize(dest)
+    def _copy_to_sqlite(self, conn: Conn, lite: apsw.Connection) -> int:
+        return transfer.to_sqlite(conn, lite)
