@@ -9,8 +9,8 @@ Layout (one file, ``RATATOSKR_AFFECT_DB``):
 - ``affect_idempotency``: the replay-or-conflict cache;
 - ``ratatoskr_meta``: the plane name and the cursor secret every worker shares.
 
-Scoped reads filter in SQL (``WHERE`` over the axis columns) before ``LIMIT``, never after,
-and page by keyset so concurrent writes neither skip nor repeat an item.
+The reads are ``affect.reads``'s and the write statements ``affect.writes``'s, in the
+SQLite dialect; this module keeps the schema and the write transactions.
 """
 
 from __future__ import annotations
@@ -23,13 +23,13 @@ from typing import Any
 import apsw
 import orjson
 
-from ratatoskr.affect import rules
+from ratatoskr.affect import rules, writes
 from ratatoskr.affect.admin import AffectAdmin
 from ratatoskr.affect.calls import AffectCalls
-from ratatoskr.affect.writes import fresh_events
+from ratatoskr.affect.reads import AffectReads
 from ratatoskr.core.context import CallContext
 from ratatoskr.core.overwrites import check_overwrites
-from ratatoskr.core.scope import AXES, contains
+from ratatoskr.core.scope import contains
 from ratatoskr.sqlite.cursors import codec_for, store_secret
 from ratatoskr.sqlite.database import Database, DatabaseSettings, Migration, SchemaError
 from ratatoskr.sqlite.health import check_health
@@ -39,10 +39,10 @@ from ratatoskr.sqlite.idempotency import (
     create_table,
     idempotency_id,
 )
-from ratatoskr.sqlite.scope_sql import COLUMNS, placeholders, scope_condition
+from ratatoskr.sqlite.scope_sql import COLUMNS, SQLITE, placeholders
 
 _idem = IdempotencyTable("affect_idempotency")
-_AXIS_COLUMNS = ", ".join(COLUMNS[a] for a in AXES)
+_AXIS_COLUMNS = writes.AXIS_COLUMN_LIST
 
 
 def _schema_v1(conn: apsw.Connection) -> None:
@@ -77,13 +77,11 @@ def _schema_v1(conn: apsw.Connection) -> None:
 
 
 AFFECT_MIGRATIONS = [Migration(1, _schema_v1)]
+_UPSERT_STATES = writes.upsert_states(SQLITE)
+_INSERT_EVENTS = writes.insert_events(SQLITE)
 
 
-def _scope_json(scope: dict[str, str]) -> str:
-    return orjson.dumps(scope, option=orjson.OPT_SORT_KEYS).decode()
-
-
-class RatatoskrAffectStore(AffectCalls, AffectAdmin):
+class RatatoskrAffectStore(AffectReads, AffectCalls, AffectAdmin):
     """The affect plane over one SQLite file. Safe to call from many threads. Its operator
     methods (``core.admin.AdminStore``) come from ``AffectAdmin``."""
 
@@ -119,26 +117,7 @@ class RatatoskrAffectStore(AffectCalls, AffectAdmin):
             ).fetchall()
             existing = {i: (rev, orjson.loads(scope)) for i, rev, scope in rows}
             check_overwrites(existing, ctx.scope, call.expected_revisions)
-            conn.executemany(
-                f"""INSERT INTO affect_states (id, revision, {_AXIS_COLUMNS}, scope_json,
-                       updated_at, record_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
-                   ON CONFLICT (id) DO UPDATE SET revision = excluded.revision,
-                       tenant = excluded.tenant, grp = excluded.grp,
-                       end_user = excluded.end_user, agent_self = excluded.agent_self,
-                       scope_json = excluded.scope_json, updated_at = excluded.updated_at,
-                       record_json = excluded.record_json""",
-                [
-                    (
-                        s.id,
-                        existing.get(s.id, (0, {}))[0] + 1,
-                        *(s.scope.get(axis) for axis in AXES),
-                        _scope_json(s.scope),
-                        now,
-                        s.record_json.decode(),
-                    )
-                    for s in call.states
-                ],
-            )
+            conn.executemany(_UPSERT_STATES, writes.state_rows(SQLITE, call.states, existing, now))
             ttl = CLASS_TTL_SECONDS[call.idempotency_class]
             _idem.remember(conn, iid, call.digest, ids, now + ttl)
         return {"written": len(ids), "replayed": False}
@@ -161,43 +140,6 @@ class RatatoskrAffectStore(AffectCalls, AffectAdmin):
         """Every delete of states, the verb's and the operator's."""
         conn.executemany("DELETE FROM affect_states WHERE id = ?", [(i,) for i in ids])
 
-    def get_many(self, ids: list[str], *, ctx: CallContext | None = None) -> list[dict[str, Any]]:
-        wanted = rules.check_ids(ids)
-        token_scope = ctx.scope if ctx else {}
-        with self.db.read() as conn:
-            rows = conn.execute(
-                "SELECT id, revision, scope_json, record_json FROM affect_states "
-                f"WHERE id IN ({placeholders(len(wanted))})",
-                wanted,
-            ).fetchall()
-        by_id = {
-            i: rules.with_revision(orjson.loads(record), revision)
-            for i, revision, scope, record in rows
-            if contains(orjson.loads(scope), token_scope)
-        }
-        return [by_id[i] for i in wanted if i in by_id]
-
-    def list_parsed(self, call: rules.ListCall) -> dict[str, Any]:
-        """The read half of ``list``: ``call`` is validated and already confined."""
-        tag = rules.cursor_tag("list", call)
-        condition, params = scope_condition(call.scope_all, call.scope_any)
-        args: list[Any] = list(params)
-        if call.cursor is not None:
-            condition += " AND id > ?"
-            args.append(self.cursors.open(call.cursor, tag, (str,)).key[0])
-        with self.db.read() as conn:
-            rows = conn.execute(
-                "SELECT id, revision, record_json FROM affect_states "
-                f"WHERE {condition} ORDER BY id LIMIT ?",
-                (*args, call.limit + 1),
-            ).fetchall()
-        page = rows[: call.limit]
-        more = len(rows) > call.limit
-        return {
-            "records": [rules.with_revision(orjson.loads(r), rev) for _, rev, r in page],
-            "next_cursor": self.cursors.make(tag, (page[-1][0],)) if more else None,
-        }
-
     # -- events ------------------------------------------------------------------------
 
     def append_parsed(self, call: rules.AppendCall, ctx: CallContext) -> dict[str, Any]:
@@ -218,61 +160,18 @@ class RatatoskrAffectStore(AffectCalls, AffectAdmin):
                 ids,
             ).fetchall()
             stored = {i: (orjson.loads(scope), record) for i, scope, record in rows}
-            fresh = fresh_events(call.events, stored, ctx.scope)
-            conn.executemany(
-                f"INSERT INTO affect_events (id, at_us, {_AXIS_COLUMNS}, scope_json, "
-                "appended_at, record_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                [
-                    (
-                        e.id,
-                        e.at_us,
-                        *(e.scope.get(axis) for axis in AXES),
-                        _scope_json(e.scope),
-                        now,
-                        e.record_json.decode(),
-                    )
-                    for e in fresh
-                ],
-            )
+            fresh = writes.fresh_events(call.events, stored, ctx.scope)
+            conn.executemany(_INSERT_EVENTS, writes.event_rows(SQLITE, fresh, now))
             ttl = CLASS_TTL_SECONDS[call.idempotency_class]
             _idem.remember(conn, iid, call.digest, [e.id for e in fresh], now + ttl)
         return {"appended": len(fresh), "replayed": False}
 
-    def read_events_parsed(self, call: rules.ListCall) -> dict[str, Any]:
-        """The read half of ``read_events``: ``call`` is validated and already confined."""
-        tag = rules.cursor_tag("read_events", call)
-        condition, params = scope_condition(call.scope_all, call.scope_any)
-        args: list[Any] = list(params)
-        if call.since_us is not None:
-            condition += " AND at_us >= ?"
-            args.append(call.since_us)
-        if call.until_us is not None:
-            condition += " AND at_us < ?"
-            args.append(call.until_us)
-        if call.cursor is not None:
-            after = self.cursors.open(call.cursor, tag, (int, str), descending=call.descending)
-            condition += " AND (at_us, id) " + ("<" if call.descending else ">") + " (?, ?)"
-            args.extend(after.key)
-        direction = "DESC" if call.descending else "ASC"
-        with self.db.read() as conn:
-            rows = conn.execute(
-                f"SELECT at_us, id, record_json FROM affect_events WHERE {condition} "
-                f"ORDER BY at_us {direction}, id {direction} LIMIT ?",
-                (*args, call.limit + 1),
-            ).fetchall()
-        page = rows[: call.limit]
-        more = len(rows) > call.limit
-        last = page[-1] if page else None
-        return {
-            "events": [orjson.loads(r) for _, _, r in page],
-            "next_cursor": (
-                self.cursors.make(tag, (last[0], last[1]), descending=call.descending)
-                if more and last is not None
-                else None
-            ),
-        }
-
     # -- internals -------------------------------------------------------------------
+
+    def _fetch(self, statement: str, args: Sequence[Any]) -> list[Any]:
+        with self.db.read() as conn:
+            rows: list[Any] = conn.execute(statement, args).fetchall()
+        return rows
 
     def _replayed_count(self, conn: apsw.Connection, iid: str) -> int:
         rows = conn.execute(

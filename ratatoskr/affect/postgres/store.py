@@ -4,47 +4,39 @@ Validation and confinement are the plane's (``affect.calls``), run before any st
 this store writes only the halves that touch storage.
 Each write is one ``REPEATABLE READ`` transaction, retried whole on a serialization failure
 (two servers writing one id), so optimistic locking has exactly one winner and a batch is
-stored whole or not at all. Scoped reads filter in SQL before ``LIMIT`` and page by keyset,
-ids compared as bytes (SQLite's order); cursors are signed with the secret in
-``affect_meta``, so any server pages on from a cursor another one made.
+stored whole or not at all. The reads are ``affect.reads``'s and the write statements
+``affect.writes``'s, in the PostgreSQL dialect: ids compared as bytes (SQLite's order), and
+cursors signed with the secret in ``affect_meta``, so any server pages on from a cursor
+another one made.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import orjson
 
-from ratatoskr.affect import rules
+from ratatoskr.affect import rules, writes
 from ratatoskr.affect.calls import AffectCalls
 from ratatoskr.affect.postgres.admin import PgAffectAdmin
 from ratatoskr.affect.postgres.schema import AFFECT_MIGRATIONS
-from ratatoskr.affect.writes import fresh_events
+from ratatoskr.affect.reads import AffectReads
 from ratatoskr.core.context import CallContext
 from ratatoskr.core.cursors import SECRET_META_KEY, CursorCodec
 from ratatoskr.core.idempotency import CLASS_TTL_SECONDS, idempotency_id
 from ratatoskr.core.overwrites import check_overwrites
-from ratatoskr.core.scope import AXES, contains
+from ratatoskr.core.scope import contains
 from ratatoskr.postgres.database import Conn, PgDatabase, PgSettings
 from ratatoskr.postgres.health import check_pg_health
 from ratatoskr.postgres.idempotency import PgIdempotency
-from ratatoskr.postgres.scope_sql import key, keys, scope_condition
+from ratatoskr.postgres.scope_sql import POSTGRES, keys, text
 from ratatoskr.sqlite.database import SchemaError
-from ratatoskr.sqlite.scope_sql import COLUMNS
 
 _idem = PgIdempotency("affect_idempotency")
-_AXIS_COLUMNS = ", ".join(COLUMNS[a] for a in AXES)
-_SORTED = orjson.OPT_SORT_KEYS
-
-
-def _text(raw: bytes) -> str:
-    return bytes(raw).decode("utf-8")
-
-
-def _axes(scope: dict[str, str]) -> list[bytes | None]:
-    return [key(scope[a]) if a in scope else None for a in AXES]
+_UPSERT_STATES = writes.upsert_states(POSTGRES)
+_INSERT_EVENTS = writes.insert_events(POSTGRES)
 
 
 def read_secret(db: PgDatabase) -> bytes:
@@ -59,7 +51,7 @@ def read_secret(db: PgDatabase) -> bytes:
     return bytes.fromhex(row[0])
 
 
-class PgAffectStore(AffectCalls, PgAffectAdmin):
+class PgAffectStore(AffectReads, AffectCalls, PgAffectAdmin):
     """The affect plane over one PostgreSQL database. Safe to call from many threads."""
 
     def __init__(self, db: PgDatabase, *, clock: Callable[[], float] = time.time) -> None:
@@ -91,28 +83,11 @@ class PgAffectStore(AffectCalls, PgAffectAdmin):
                 "SELECT id, revision, scope_json FROM affect_states WHERE id = ANY(%s) FOR UPDATE",
                 (keys(ids),),
             ).fetchall()
-            existing = {_text(i): (rev, orjson.loads(scope)) for i, rev, scope in rows}
+            existing = {text(i): (rev, orjson.loads(scope)) for i, rev, scope in rows}
             check_overwrites(existing, ctx.scope, call.expected_revisions)
             with conn.cursor() as cur:
                 cur.executemany(
-                    f"""INSERT INTO affect_states (id, revision, {_AXIS_COLUMNS}, scope_json,
-                           updated_at, record_json) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)
-                       ON CONFLICT (id) DO UPDATE SET revision = excluded.revision,
-                           tenant = excluded.tenant, grp = excluded.grp,
-                           end_user = excluded.end_user, agent_self = excluded.agent_self,
-                           scope_json = excluded.scope_json, updated_at = excluded.updated_at,
-                           record_json = excluded.record_json""",
-                    [
-                        (
-                            key(s.id),
-                            existing.get(s.id, (0, {}))[0] + 1,
-                            *_axes(s.scope),
-                            orjson.dumps(s.scope, option=_SORTED).decode(),
-                            now,
-                            s.record_json.decode(),
-                        )
-                        for s in call.states
-                    ],
+                    _UPSERT_STATES, writes.state_rows(POSTGRES, call.states, existing, now)
                 )
             ttl = CLASS_TTL_SECONDS[call.idempotency_class]
             _idem.remember(conn, iid, call.digest, ids, now + ttl)
@@ -137,45 +112,6 @@ class PgAffectStore(AffectCalls, PgAffectAdmin):
 
         return self.db.write(delete)
 
-    def get_many(self, ids: list[str], *, ctx: CallContext | None = None) -> list[dict[str, Any]]:
-        wanted = rules.check_ids(ids)
-        token_scope = ctx.scope if ctx else {}
-        rows = self.db.once(
-            lambda conn: conn.execute(
-                "SELECT id, revision, scope_json, record_json FROM affect_states "
-                "WHERE id = ANY(%s)",
-                (keys(wanted),),
-            ).fetchall()
-        )
-        by_id = {
-            _text(i): rules.with_revision(orjson.loads(record), revision)
-            for i, revision, scope, record in rows
-            if contains(orjson.loads(scope), token_scope)
-        }
-        return [by_id[i] for i in wanted if i in by_id]
-
-    def list_parsed(self, call: rules.ListCall) -> dict[str, Any]:
-        """The read half of ``list``: ``call`` is validated and already confined."""
-        tag = rules.cursor_tag("list", call)
-        condition, params = scope_condition(call.scope_all, call.scope_any)
-        args: list[Any] = list(params)
-        if call.cursor is not None:
-            condition += " AND id > %s"
-            args.append(key(str(self.cursors.open(call.cursor, tag, (str,)).key[0])))
-        rows = self.db.once(
-            lambda conn: conn.execute(
-                "SELECT id, revision, record_json FROM affect_states "
-                f"WHERE {condition} ORDER BY id LIMIT %s",
-                (*args, call.limit + 1),
-            ).fetchall()
-        )
-        page = rows[: call.limit]
-        more = len(rows) > call.limit
-        return {
-            "records": [rules.with_revision(orjson.loads(r), rev) for _, rev, r in page],
-            "next_cursor": self.cursors.make(tag, (_text(page[-1][0]),)) if more else None,
-        }
-
     # -- events --------------------------------------------------------------------------
 
     def append_parsed(self, call: rules.AppendCall, ctx: CallContext) -> dict[str, Any]:
@@ -192,65 +128,19 @@ class PgAffectStore(AffectCalls, PgAffectAdmin):
                 "SELECT id, scope_json, record_json FROM affect_events WHERE id = ANY(%s)",
                 (keys(ids),),
             ).fetchall()
-            stored = {_text(i): (orjson.loads(scope), record) for i, scope, record in rows}
-            fresh = fresh_events(call.events, stored, ctx.scope)
+            stored = {text(i): (orjson.loads(scope), record) for i, scope, record in rows}
+            fresh = writes.fresh_events(call.events, stored, ctx.scope)
             if fresh:
                 with conn.cursor() as cur:
-                    cur.executemany(
-                        f"INSERT INTO affect_events (id, at_us, {_AXIS_COLUMNS}, scope_json, "
-                        "appended_at, record_json) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
-                        [
-                            (
-                                key(e.id),
-                                e.at_us,
-                                *_axes(e.scope),
-                                orjson.dumps(e.scope, option=_SORTED).decode(),
-                                now,
-                                e.record_json.decode(),
-                            )
-                            for e in fresh
-                        ],
-                    )
+                    cur.executemany(_INSERT_EVENTS, writes.event_rows(POSTGRES, fresh, now))
             ttl = CLASS_TTL_SECONDS[call.idempotency_class]
             _idem.remember(conn, iid, call.digest, [e.id for e in fresh], now + ttl)
             return {"appended": len(fresh), "replayed": False}
 
         return self.db.write(write)
 
-    def read_events_parsed(self, call: rules.ListCall) -> dict[str, Any]:
-        """The read half of ``read_events``: ``call`` is validated and already confined."""
-        tag = rules.cursor_tag("read_events", call)
-        condition, params = scope_condition(call.scope_all, call.scope_any)
-        args: list[Any] = list(params)
-        if call.since_us is not None:
-            condition += " AND at_us >= %s"
-            args.append(call.since_us)
-        if call.until_us is not None:
-            condition += " AND at_us < %s"
-            args.append(call.until_us)
-        if call.cursor is not None:
-            after = self.cursors.open(call.cursor, tag, (int, str), descending=call.descending)
-            condition += " AND (at_us, id) " + ("<" if call.descending else ">") + " (%s, %s)"
-            args.extend([after.key[0], key(str(after.key[1]))])
-        direction = "DESC" if call.descending else "ASC"
-        rows = self.db.once(
-            lambda conn: conn.execute(
-                f"SELECT at_us, id, record_json FROM affect_events WHERE {condition} "
-                f"ORDER BY at_us {direction}, id {direction} LIMIT %s",
-                (*args, call.limit + 1),
-            ).fetchall()
-        )
-        page = rows[: call.limit]
-        more = len(rows) > call.limit
-        last = page[-1] if page else None
-        return {
-            "events": [orjson.loads(r) for _, _, r in page],
-            "next_cursor": (
-                self.cursors.make(tag, (last[0], _text(last[1])), descending=call.descending)
-                if more and last is not None
-                else None
-            ),
-        }
+    def _fetch(self, statement: str, args: Sequence[Any]) -> list[Any]:
+        return self.db.once(lambda conn: conn.execute(statement, args).fetchall())
 
     def close(self) -> None:
         self.db.close()

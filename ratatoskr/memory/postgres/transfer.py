@@ -34,6 +34,26 @@ def _text(value: Any) -> str | None:
     return None if value is None or value == b"" else bytes(value).decode("utf-8")
 
 
+def _file_row(row: Any) -> tuple[Any, ...]:
+    """A ``memory_chunks`` row read from PostgreSQL as the file stores it."""
+    cid, rev, tenant, grp, user, agent, origin, scope, at, emb, key, f64, record = row
+    return (
+        _text(cid),
+        rev,
+        _text(tenant),
+        _text(grp),
+        _text(user),
+        _text(agent),
+        _text(origin),
+        scope,
+        at,
+        parse_vector(emb).tobytes(),
+        key,
+        None if f64 is None else bytes(f64),
+        record,
+    )
+
+
 # -- SQLite -> PostgreSQL -------------------------------------------------------------------
 
 
@@ -106,25 +126,7 @@ def to_sqlite(pg: Conn, lite: apsw.Connection) -> int:
     with pg.cursor(name="ratatoskr_memory_copy", binary=True) as cur:
         cur.execute(f"SELECT {CHUNK_COLUMNS} FROM memory_chunks ORDER BY chunk_id")
         while rows := cur.fetchmany(BATCH):
-            lite_rows = []
-            for cid, rev, tenant, grp, user, agent, origin, scope, at, emb, key, f64, rec in rows:
-                lite_rows.append(
-                    (
-                        _text(cid),
-                        rev,
-                        _text(tenant),
-                        _text(grp),
-                        _text(user),
-                        _text(agent),
-                        _text(origin),
-                        scope,
-                        at,
-                        parse_vector(emb).tobytes(),
-                        key,
-                        None if f64 is None else bytes(f64),
-                        rec,
-                    )
-                )
+            lite_rows = [_file_row(row) for row in rows]
             lite.executemany(
                 f"INSERT INTO memory_chunks ({CHUNK_COLUMNS}) VALUES "
                 "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -180,25 +182,8 @@ def pg_digest(pg: Conn) -> tuple[int, str]:
     with pg.cursor(name="ratatoskr_memory_check", binary=True) as cur:
         cur.execute(f"SELECT {CHUNK_COLUMNS} FROM memory_chunks ORDER BY chunk_id")
         while rows := cur.fetchmany(BATCH):
-            for cid, rev, t, g, u, a, origin, scope, at, emb, key, f64, rec in rows:
-                _digest_row(
-                    h,
-                    (
-                        _text(cid),
-                        rev,
-                        _text(t),
-                        _text(g),
-                        _text(u),
-                        _text(a),
-                        _text(origin),
-                        scope,
-                        at,
-                        parse_vector(emb).tobytes(),
-                        key,
-                        None if f64 is None else bytes(f64),
-                        rec,
-                    ),
-                )
+            for row in rows:
+                _digest_row(h, _file_row(row))
                 count += 1
     for row in pg.execute(
         f'SELECT {IDEMPOTENCY_COLUMNS} FROM memory_idempotency ORDER BY idempotency_id COLLATE "C"'
