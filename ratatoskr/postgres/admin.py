@@ -2,15 +2,14 @@
 
 A plane store inherits ``PgAdmin`` and names its tables (``TABLES``, in kind order), its
 idempotency table, its meta table and how it deletes each kind. Counts, listings, forget
-and erase are ``core.record_admin``'s, run here in PostgreSQL transactions; the SQL lives in
-``core.record_sql`` and ``record_sql`` (the id lookup). Forget and erase run in one
+and erase are ``core.record_admin``'s, run here in PostgreSQL transactions; the SQL lives
+in ``core.record_sql`` and ``record_sql`` (the id lookup). Forget and erase run in one
 transaction each (retried whole on a serialization failure, like every write); erase then
-``VACUUM``s the plane's tables so the
-dead row versions holding the erased content are reclaimed at once instead of at the next
-autovacuum (docs/operations.md says what PostgreSQL may still hold: WAL, replicas, backups).
-A backup is a SQLite file of the same plane (``_sqlite_store``, filled by the plane's
-``_copy_to_sqlite``), taken in one snapshot while
-the servers write: openable as a store, by ``admin`` or a server, and migratable back.
+``VACUUM``s the plane's tables so the dead row versions holding the erased content are
+reclaimed at once instead of at the next autovacuum (docs/operations.md says what
+PostgreSQL may still hold: WAL, replicas, backups). A backup is a SQLite file of the same
+plane (``_sqlite_store``, filled by the plane's ``_copy_to_sqlite``), taken in one snapshot
+while the servers write: openable as a store, by ``admin`` or a server, and migratable back.
 """
 
 from __future__ import annotations

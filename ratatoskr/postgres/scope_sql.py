@@ -55,4 +55,6 @@ def _among(column: str, ids: Sequence[str]) -> tuple[str, list[Any]]:
     return f"{column} = ANY(%s)", [keys(ids)]
 
 
-POSTGRES = SqlDialect("%s", key, text, _value, scope_condition, _among)
+POSTGRES = SqlDialect(
+    param="%s", bind=key, text=text, value=_value, scope_condition=scope_condition, among=_among
+)

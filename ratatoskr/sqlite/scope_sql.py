@@ -2,7 +2,8 @@
 
 Each plane table keeps the four lattice axes as their own indexed columns (``group`` is an
 SQL keyword, hence ``grp``), so a filter is a plain ``WHERE`` the query planner can serve
-from the indexes, applied before any ``LIMIT``.
+from the indexes, applied before any ``LIMIT``. ``SQLITE`` is this backend's
+``core.sql_dialect.SqlDialect``, for the statements both backends share.
 """
 
 from __future__ import annotations
@@ -46,4 +47,11 @@ def _among(column: str, ids: Sequence[str]) -> tuple[str, list[Any]]:
     return f"{column} IN ({placeholders(len(ids))})", list(ids)
 
 
-SQLITE = SqlDialect("?", _stored, _stored, _stored, scope_condition, _among)
+SQLITE = SqlDialect(
+    param="?",
+    bind=_stored,
+    text=_stored,
+    value=_stored,
+    scope_condition=scope_condition,
+    among=_among,
+)
