@@ -160,12 +160,20 @@ async def run_load(
     port: int, requests: list[bytes], duration: float, concurrency: int
 ) -> tuple[list[float], int]:
     """``concurrency`` keep-alive connections, each sending one request at a time."""
+    return await spread_load([(port, requests)], duration, concurrency)
+
+
+async def spread_load(
+    targets: list[tuple[int, list[bytes]]], duration: float, concurrency: int
+) -> tuple[list[float], int]:
+    """``concurrency`` keep-alive connections, dealt round-robin over ``targets``."""
     latencies: list[float] = []
     errors = 0
     stop = time.perf_counter() + duration
 
     async def connection(n: int) -> None:
         nonlocal errors
+        port, requests = targets[n % len(targets)]
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
         i = n
         try:

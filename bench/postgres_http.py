@@ -26,7 +26,15 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.http_load import Client, free_port, load, percentile, search_requests, wait_ready
+from bench.http_load import (
+    Client,
+    free_port,
+    load,
+    percentile,
+    search_requests,
+    spread_load,
+    wait_ready,
+)
 from tests.pgserver import PostgresServer
 
 DATABASE = "bench"
@@ -51,41 +59,6 @@ def start(url: str, port: int, workers: int, dim: int, key: bytes) -> subprocess
         stderr=subprocess.DEVNULL,
         start_new_session=True,
     )
-
-
-async def spread_load(
-    targets: list[tuple[int, list[bytes]]], duration: float, concurrency: int
-) -> tuple[list[float], int]:
-    """``concurrency`` keep-alive connections, dealt round-robin over ``targets``."""
-    latencies: list[float] = []
-    errors = 0
-    stop = time.perf_counter() + duration
-
-    async def connection(n: int) -> None:
-        nonlocal errors
-        port, requests = targets[n % len(targets)]
-        reader, writer = await asyncio.open_connection("127.0.0.1", port)
-        i = n
-        try:
-            while time.perf_counter() < stop:
-                t0 = time.perf_counter()
-                writer.write(requests[i % len(requests)])
-                head = await reader.readuntil(b"\r\n\r\n")
-                length = 0
-                for line in head.split(b"\r\n"):
-                    if line[:15].lower() == b"content-length:":
-                        length = int(line[15:])
-                body = await reader.readexactly(length)
-                if head.startswith(b"HTTP/1.1 200") and body.startswith(b'{"ok":true'):
-                    latencies.append(time.perf_counter() - t0)
-                else:
-                    errors += 1
-                i += concurrency
-        finally:
-            writer.close()
-
-    await asyncio.gather(*(connection(n) for n in range(concurrency)))
-    return latencies, errors
 
 
 async def main_async(args: argparse.Namespace) -> int:
