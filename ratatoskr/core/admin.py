@@ -9,7 +9,7 @@ host) and never returns record content, except ``get_records``.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, NamedTuple, NotRequired, Protocol, TypedDict
+from typing import Any, NamedTuple, NotRequired, Protocol, TypedDict, runtime_checkable
 
 from ratatoskr.core.filters import Filter
 from ratatoskr.core.scope import Scope
@@ -49,8 +49,9 @@ class FoundRecord(TypedDict):
     record: dict[str, Any]
 
 
+@runtime_checkable
 class AdminStore(Protocol):
-    """The operator half of a plane store (both planes have it)."""
+    """The operator half of a plane store (both planes have it; the reference stores do not)."""
 
     def count_by(self, flt: Filter, facet: str) -> FacetCounts:
         """Exact counts of ``facet`` (a scope axis, ``origin`` or ``kind``) over the records
@@ -101,6 +102,21 @@ class AdminStore(Protocol):
     def storage_bytes(self) -> int | None:
         """Bytes the store holds on disk (SQLite: the file and its WAL); None for a store
         with no storage of its own to measure (in memory)."""
+        ...
+
+    def storage_cap(self) -> int | None:
+        """The most bytes the store may grow to (SQLite: ``RATATOSKR_SQLITE_MAX_DB_BYTES``);
+        None when uncapped or the backend sets no cap of its own."""
+        ...
+
+    def replication_lag(self) -> float | None:
+        """Seconds the store's replica lags behind it (SQLite under Litestream; inf when
+        replication is on and nothing reports it); None when the store is not replicated."""
+        ...
+
+    def pool_stats(self) -> dict[str, int] | None:
+        """This process's connections to a database server (``open``, ``idle``, ``waiting``)
+        and its retried transactions (``retries``); None for a backend without a pool."""
         ...
 
     def stats(self) -> dict[str, Any]:

@@ -172,6 +172,12 @@ class PgAdmin(RecordAdmin):
         os.chmod(dest, 0o600)
         return os.path.getsize(dest)
 
-    def pool_stats(self) -> dict[str, int]:
+    def storage_cap(self) -> int | None:
+        return None  # the server's disk and quotas are the server's
+
+    def replication_lag(self) -> float | None:
+        return None  # PostgreSQL's own replication is the operator's, outside this process
+
+    def pool_stats(self) -> dict[str, int] | None:
         """This process's connections to the database and its retried transactions."""
         return {**self.db.pool_stats(), "retries": self.db.counters.retries}

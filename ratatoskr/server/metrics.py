@@ -12,8 +12,8 @@ failure reason, record kind), never ids, actors or content.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping
-from typing import Any, cast
+from collections.abc import Callable, Iterable, Mapping
+from typing import TypeVar
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -29,6 +29,8 @@ from prometheus_client import values as prom_values
 from ratatoskr.core.admin import AdminStore
 from ratatoskr.wire.calllog import CallRecord
 from ratatoskr.wire.plane import Plane
+
+N = TypeVar("N", int, float)
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 HEALTH_VALUES = {"ok": 2, "degraded": 1, "down": 0}
@@ -159,23 +161,25 @@ class Metrics:
         for name, plane in planes.items():
             health = plane.health()
             self.health.labels(name).set(HEALTH_VALUES.get(str(health.get("status")), 0))
-            pool = getattr(plane.store, "pool_stats", None)
+            store = plane.store
+            if not isinstance(store, AdminStore):
+                continue  # a reference store: nothing on disk to measure
+            pool = store.pool_stats()
             if pool is not None:
-                stats = pool()
                 for state in ("open", "idle", "waiting"):
-                    self.pg_pool.labels(name, state).set(stats[state])
-                self.pg_retries.labels(name).set(stats["retries"])
-            stored = _storage_bytes(plane.store)
+                    self.pg_pool.labels(name, state).set(pool[state])
+                self.pg_retries.labels(name).set(pool["retries"])
+            stored = _guarded(store.storage_bytes)
             if stored is None:
                 continue
             self.db_bytes.labels(name).set(stored)
-            lag = _replication_lag(plane.store)
+            lag = _guarded(store.replication_lag)
             if lag is not None:
                 self.replica_lag.labels(name).set(lag)
-            cap = _size_cap(plane.store)
+            cap = store.storage_cap()
             if cap is not None:
                 self.db_max_bytes.labels(name).set(cap)
-            for kind, count in _record_counts(plane.store).items():
+            for kind, count in _record_counts(store).items():
                 # the gauge has always named kinds in the plural: chunks, states, events
                 self.records.labels(name, f"{kind}s").set(count)
 
@@ -189,35 +193,12 @@ class Metrics:
         return bytes(generate_latest(registry))
 
 
-def _storage_bytes(store: Any) -> int | None:
-    """The store's bytes on disk; None for a store without storage of its own (in memory)
-    or without the operator methods (``AdminStore``: the reference stores)."""
-    measure = getattr(store, "storage_bytes", None)
-    if measure is None:
-        return None
+def _guarded(measure: Callable[[], N | None]) -> N | None:
+    """A gauge's reading, or None when the store cannot be read now (health says why)."""
     try:
-        return cast(int | None, measure())
+        return measure()
     except Exception:
         return None
-
-
-def _replication_lag(store: Any) -> float | None:
-    """The store's replication lag (``SqliteAdmin.replication_lag``); None when it is not
-    replicated or has no such method."""
-    measure = getattr(store, "replication_lag", None)
-    if measure is None:
-        return None
-    try:
-        return cast(float | None, measure())
-    except Exception:
-        return None
-
-
-def _size_cap(store: Any) -> int | None:
-    """The file size cap a SQLite store was opened with (``RATATOSKR_SQLITE_MAX_DB_BYTES``);
-    None when uncapped or for a store with no such cap."""
-    cap = getattr(getattr(getattr(store, "db", None), "settings", None), "max_db_bytes", None)
-    return cap if isinstance(cap, int) and cap > 0 else None
 
 
 def _record_counts(store: AdminStore) -> dict[str, int]:

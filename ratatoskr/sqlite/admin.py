@@ -80,6 +80,13 @@ class SqliteAdmin(RecordAdmin):
             return None
         return sum(upkeep.sizes(self.db))
 
+    def storage_cap(self) -> int | None:
+        cap = self.db.settings.max_db_bytes
+        return cap if cap is not None and cap > 0 else None
+
+    def pool_stats(self) -> dict[str, int] | None:
+        return None  # an embedded file: no connections to a server
+
     def replication_lag(self) -> float | None:
         """Seconds the file's replica lags (``sqlite.replica``; inf when replication is on
         but no supervisor reports it); None when the file is not replicated."""
