@@ -91,7 +91,9 @@ def count_by(
             f"SELECT {column}, count(*) FROM {table.name} WHERE {where} GROUP BY {column}", args
         ).fetchall():
             total += count
-            value = sql.value(raw)
+            # an origin of "" is a value like any other; an axis stores no value as the
+            # backend's own empty key (PostgreSQL's partitioned tenant)
+            value = sql.value(raw) if facet != "origin" or raw is None else sql.text(raw)
             if value is None:
                 missing += count
             else:

@@ -76,6 +76,17 @@ def test_count_by_origin_on_memory(memory_kit: Kit) -> None:
     assert only_chat.total == sum(1 for c in chunks if c.get("origin") == "chat")
 
 
+def test_an_empty_origin_counts_as_a_value_not_as_missing(memory_kit: Kit) -> None:
+    scope = {"tenant": "acme"}
+    chunks = [memory_kit.record("chunk", f"e{i}", scope) for i in range(3)]
+    chunks[0]["origin"] = ""
+    chunks[1]["origin"] = "doc"
+    memory_kit.write("chunk", chunks, "empty-origin")
+    counts = memory_kit.store.count_by(Filter(scope=scope), "origin")
+    assert (counts.total, counts.missing) == (3, 1)
+    assert dict(counts.values) == {"": 1, "doc": 1}
+
+
 def test_list_records_pages_by_kind_then_id_and_shows_no_content(kit: Kit) -> None:
     written = fill(kit, per_kind=7)
     expected = sorted((k, r["id"]) for k, records in written.items() for r in records)
