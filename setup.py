@@ -1,5 +1,5 @@
-"""Only the optional C accelerators (packing vectors; the scoped search's candidate cut);
-everything else about the package is in pyproject.toml.
+"""Only the optional C accelerators (packing vectors; reading a body's vectors; the scoped
+search's candidate cut); everything else about the package is in pyproject.toml.
 
 ``optional=True``: where no C compiler is found the install still succeeds and the store
 runs its pure-Python and numpy paths (same results, slower ``upsert_many`` and small
@@ -13,6 +13,12 @@ setup(
         Extension(
             "ratatoskr.memory._pack",
             ["ratatoskr/memory/_pack.c"],
+            optional=True,
+            extra_compile_args=["-O2"],
+        ),
+        Extension(
+            "ratatoskr.memory._body",
+            ["ratatoskr/memory/_body.c"],
             optional=True,
             extra_compile_args=["-O2"],
         ),

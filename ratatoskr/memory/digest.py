@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ratatoskr.core.canonical import canonical_json, digest
+from ratatoskr.memory.packed import plain_record
 
 V3 = "v3:"
 VECTOR_KEY_TAGS = {"embedding": b"e", "vector": b"v"}
@@ -113,4 +114,5 @@ class UpsertDigest:
             return False
         if stored.startswith(V3):
             return False
-        return stored == pinned_digest(self.records, self.expected_revisions)
+        records = [plain_record(r) if type(r) is dict else r for r in self.records]
+        return stored == pinned_digest(records, self.expected_revisions)

@@ -23,6 +23,7 @@ from ratatoskr.core.idempotency import CLASS_TTL_SECONDS, idempotency_id
 from ratatoskr.core.scope import contains, matches
 from ratatoskr.memory import rules
 from ratatoskr.memory.calls import MemoryCalls
+from ratatoskr.memory.packed import plain_record
 from ratatoskr.memory.search.cosine import F32, cosine_scores, rank
 
 
@@ -73,7 +74,7 @@ class ReferenceMemoryStore(MemoryCalls):
                 raise RevisionMismatch(mismatches)
         for chunk in call.chunks:
             self.chunks[chunk.chunk_id] = _Stored(
-                copy.deepcopy(chunk.record),
+                copy.deepcopy(plain_record(chunk.record)),
                 chunk.vector,
                 dict(chunk.scope),
                 self._revision(chunk.chunk_id) + 1,

@@ -54,7 +54,7 @@ from ratatoskr.wire.envelope import (
 from ratatoskr.wire.observer import CallObserver
 from ratatoskr.wire.plane import DEFERRED, Plane, Verb
 from ratatoskr.wire.replay import ReplayGuard
-from ratatoskr.wire.tokens import TokenVerifier, VerifiedToken
+from ratatoskr.wire.tokens import BodyDigest, TokenVerifier, VerifiedToken
 
 DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024
 DEFAULT_BODY_TIMEOUT = 30  # seconds a body may take to arrive: a trickling client is cut
@@ -183,8 +183,7 @@ class WireEndpoints:
             body = await self._read_body(request)
             token = self.verifier.verify(_bearer(request))
             record.actor = token.actor
-            self.verifier.check_body(token, body)
-            obj = decode_object(body)
+            obj = self._decode_bound(plane, token, body)
             record.request_id = request_id_of(obj) or record.request_id
             envelope = envelope_from(obj)
             if token.plane != plane:
@@ -206,6 +205,21 @@ class WireEndpoints:
             internal = InternalError("internal error")
             record.outcome, record.status = internal.code, internal.http_status
             return _error_response(internal, plane, record.request_id)
+
+    def _decode_bound(self, plane: str, token: VerifiedToken, body: bytes) -> dict[str, Any]:
+        """Step 3, the body's binding, then the envelope's JSON (the decoder of the verb
+        the token names). The hash of a large body runs on another thread beside the
+        decode; a mismatch is the answer whatever the decode found, as when it ran first."""
+        digest = BodyDigest(body)
+        served = self.planes.get(plane)
+        decode = served.decoder(token.verb) if served is not None else decode_object
+        try:
+            obj = decode(body)
+        except Exception:
+            self.verifier.check_digest(token, digest.hexdigest())
+            raise
+        self.verifier.check_digest(token, digest.hexdigest())
+        return obj
 
     async def _tarpit(self, response: Response) -> None:
         """Hold a refused call ``auth_tarpit`` seconds, unless ``auth_tarpit_max`` calls are

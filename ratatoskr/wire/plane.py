@@ -15,8 +15,10 @@ from typing import Any
 
 from ratatoskr.core.context import CallContext
 from ratatoskr.core.errors import InvalidArguments, UnknownVerb, Unsupported
+from ratatoskr.wire.envelope import decode_object
 
 Prepare = Callable[[Mapping[str, Any], CallContext], Any]
+Decode = Callable[[bytes], dict[str, Any]]
 Execute = Callable[[Any, Any, CallContext], Any]
 Describe = Callable[[Any], dict[str, Any]]
 
@@ -42,7 +44,9 @@ class Verb:
 
     ``args`` lists the argument keys the verb takes (any other key is invalid); ``counted``
     names list arguments whose length the call log records; ``args_schema`` documents the
-    arguments in the OpenAPI description; ``quick`` is the bounded execute above.
+    arguments in the OpenAPI description; ``quick`` is the bounded execute above;
+    ``decode`` reads the verb's body in place of ``decode_object``, accepting and refusing
+    exactly what it does (memory: the vectors read straight into float32).
     """
 
     name: str
@@ -53,6 +57,7 @@ class Verb:
     counted: tuple[str, ...] = ()
     args_schema: Mapping[str, Any] = field(default_factory=dict)
     quick: Execute | None = None
+    decode: Decode | None = None
 
     def __post_init__(self) -> None:
         if self.quick is not None and self.mutating:
@@ -103,6 +108,13 @@ class Plane:
         if name in self.table.unsupported:
             raise Unsupported(f"this store does not advertise the verb {name}")
         raise UnknownVerb(f"the {self.name} plane has no such verb")
+
+    def decoder(self, name: str) -> Decode:
+        """How a body for the verb ``name`` (the token's claim) is decoded."""
+        for verb in self.table.verbs:
+            if verb.name == name and verb.decode is not None:
+                return verb.decode
+        return decode_object
 
     def prepare(self, verb: Verb, args: Mapping[str, Any], ctx: CallContext) -> Any:
         unknown = set(args) - verb.args

@@ -13,6 +13,7 @@ import binascii
 import hashlib
 import hmac
 import os
+import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping
@@ -28,6 +29,7 @@ from ratatoskr.wire.keys import Keyring, keyring_from_env, load_keyring
 
 __all__ = [
     "ALGORITHM",
+    "BodyDigest",
     "Keyring",
     "TokenVerifier",
     "VerifiedToken",
@@ -92,6 +94,32 @@ def _b64decode(segment: bytes) -> bytes:
 
 def body_digest(body: bytes) -> str:
     return hashlib.sha256(body).hexdigest()
+
+
+class BodyDigest:
+    """``body_digest(body)``, computed on a thread of its own when the body is large, so
+    the wire decodes the body meanwhile on the other core (hashlib releases the GIL while
+    it hashes: ~4 ms for a 7.6 MB upsert). A small body is hashed at once: a thread costs
+    more (~50-100 µs to start) than the hash it would take over."""
+
+    THREAD_MIN_BYTES = 256 * 1024
+
+    def __init__(self, body: bytes) -> None:
+        self._hash = hashlib.sha256()
+        self._thread: threading.Thread | None = None
+        if len(body) < self.THREAD_MIN_BYTES:
+            self._hash.update(body)
+        else:
+            self._thread = threading.Thread(
+                target=self._hash.update, args=(body,), name="ratatoskr-body-hash", daemon=True
+            )
+            self._thread.start()
+
+    def hexdigest(self) -> str:
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+        return self._hash.hexdigest()
 
 
 @dataclass(frozen=True)
@@ -243,7 +271,12 @@ class TokenVerifier:
     @staticmethod
     def check_body(token: VerifiedToken, body: bytes) -> None:
         """The token must have been minted for exactly these bytes."""
-        if not hmac.compare_digest(token.body_sha256, body_digest(body)):
+        TokenVerifier.check_digest(token, body_digest(body))
+
+    @staticmethod
+    def check_digest(token: VerifiedToken, hexdigest: str) -> None:
+        """``check_body`` given the body's ``body_digest``."""
+        if not hmac.compare_digest(token.body_sha256, hexdigest):
             raise BindingMismatch("the token's body_sha256 does not match the request body")
 
 

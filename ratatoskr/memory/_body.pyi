@@ -1,0 +1,6 @@
+FAST_PATH: int
+
+def split_vectors(
+    body: bytes, mode: int, limit: float
+) -> tuple[bytes, bytes, list[bytes | None], bytes, bytes, list[int]] | None: ...
+def parse_number(text: bytes) -> float | None: ...
