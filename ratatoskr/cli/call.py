@@ -1,7 +1,9 @@
 """``ratatoskr call PLANE VERB --args JSON``: one wire call against a running server.
 
-Builds the envelope, mints a token bound to its exact bytes, posts it and prints the JSON
-answer; the exit status is non-zero when the answer is an error.
+Sent through ``ratatoskr.client.Client``, with a token minted per attempt from the key the
+server reads (``ratatoskr token``'s options): the handshake first, so a verb the server
+does not list is refused without being sent, and a retryable error (503) is retried
+``--retries`` times. Prints the JSON answer; the exit status is non-zero when it is an error.
 """
 
 from __future__ import annotations
@@ -15,9 +17,17 @@ from typing import Any
 import httpx
 import orjson
 
-from ratatoskr.cli.token import add_token_options, mint_for
+from ratatoskr.cli.token import add_token_options, parse_scope, signing_key
+from ratatoskr.client import (
+    Client,
+    KeyMinter,
+    RatatoskrError,
+    TransportFailed,
+    UnexpectedAnswer,
+    VerbNotListed,
+)
 from ratatoskr.core.errors import BifrostError
-from ratatoskr.wire.envelope import WIRE_VERSION
+from ratatoskr.wire.keys import load_keyring
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 
@@ -32,22 +42,46 @@ def read_args(value: str) -> str:
         return handle.read()
 
 
-def build_body(verb: str, args_json: str, request_id: str | None) -> bytes:
+def parse_args_json(text: str) -> dict[str, Any]:
     try:
-        args = orjson.loads(args_json)
+        args = orjson.loads(text)
     except orjson.JSONDecodeError:
         raise ValueError("--args is not JSON") from None
-    envelope: dict[str, Any] = {"wire": WIRE_VERSION, "verb": verb, "args": args}
-    if request_id is not None:
-        envelope["request_id"] = request_id
-    return orjson.dumps(envelope)
+    if not isinstance(args, dict):
+        raise ValueError("--args must be a JSON object")
+    return args
 
 
 def route(plane: str, verb: str) -> tuple[str, str]:
-    """The token's plane and the path: the handshake is plane ``*`` on its own route."""
+    """The plane and verb to call: the handshake is plane ``*``."""
     if verb == "handshake" or plane in ("*", "handshake"):
-        return "*", "/bifrost/handshake"
-    return plane, f"/bifrost/{plane}-call"
+        return "*", "handshake"
+    return plane, verb
+
+
+def minter(args: argparse.Namespace, env: Mapping[str, str]) -> KeyMinter:
+    """Tokens as ``ratatoskr token`` mints them, from the key of the settings."""
+    return KeyMinter(
+        signing_key(load_keyring(env), args.kid),
+        scope=parse_scope(args.scope),
+        actor=args.sub,
+        kid=args.kid,
+        issuer=args.issuer,
+        audience=args.audience,
+        lifetime=args.lifetime,
+    )
+
+
+def error_answer(error: RatatoskrError) -> dict[str, Any]:
+    """The error answer as the server sent it."""
+    body: dict[str, Any] = {
+        "code": error.code,
+        "message": error.message,
+        "retryable": error.retryable,
+    }
+    if error.details is not None:
+        body["details"] = error.details
+    return {"ok": False, "error": body, "request_id": error.request_id}
 
 
 def run(
@@ -56,31 +90,32 @@ def run(
     client: httpx.Client | None = None,
 ) -> int:
     env = os.environ if env is None else env
-    verb = "handshake" if args.plane in ("*", "handshake") else args.verb
+    plane, verb = route(args.plane, args.verb)
     try:
-        body = build_body(verb, read_args(args.args), args.request_id)
-        plane, path = route(args.plane, verb)
-        token = mint_for(args, plane, verb, body, env)
+        call_args = parse_args_json(read_args(args.args))
+        tokens = minter(args, env)
+        if args.retries < 0:
+            raise ValueError("--retries must be 0 or more")
     except (OSError, ValueError, BifrostError) as exc:  # BifrostError: an unknown --kid
         print(f"ratatoskr call: {exc}", file=sys.stderr)
         return 2
-    headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
-    try:
-        if client is None:
-            with httpx.Client(base_url=args.url, timeout=args.timeout) as own:
-                response = own.post(path, content=body, headers=headers)
-        else:
-            response = client.post(path, content=body, headers=headers)
-    except httpx.HTTPError as exc:
-        print(f"ratatoskr call: {type(exc).__name__}: cannot reach {args.url}", file=sys.stderr)
-        return 3
-    try:
-        answer = response.json()
-    except ValueError:
-        print(f"ratatoskr call: HTTP {response.status_code}, not JSON", file=sys.stderr)
-        return 1
-    print(orjson.dumps(answer, option=orjson.OPT_INDENT_2).decode())
-    return 0 if response.status_code == 200 and answer.get("ok") is True else 1
+    with Client(
+        args.url, token_provider=tokens, retry=args.retries, timeout=args.timeout, http=client
+    ) as wire:
+        try:
+            answer = wire.send(plane, verb, call_args, request_id=args.request_id)
+        except TransportFailed:
+            print(f"ratatoskr call: cannot reach {args.url}", file=sys.stderr)
+            return 3
+        except (VerbNotListed, UnexpectedAnswer) as error:
+            print(f"ratatoskr call: {error.message}", file=sys.stderr)
+            return 1
+        except RatatoskrError as error:
+            print(orjson.dumps(error_answer(error), option=orjson.OPT_INDENT_2).decode())
+            return 1
+    shown = {"ok": True, "result": answer.result, "request_id": answer.request_id}
+    print(orjson.dumps(shown, option=orjson.OPT_INDENT_2).decode())
+    return 0
 
 
 def register(commands: Any) -> None:
@@ -97,5 +132,8 @@ def register(commands: Any) -> None:
     parser.add_argument("--url", default=DEFAULT_URL, help="default %(default)s")
     parser.add_argument("--request-id")
     parser.add_argument("--timeout", type=float, default=30.0)
+    parser.add_argument(
+        "--retries", type=int, default=3, help="retries of a retryable error (default 3)"
+    )
     add_token_options(parser)
     parser.set_defaults(handler=run)

@@ -1,0 +1,163 @@
+"""``AsyncClient``: ``Client`` for asyncio, on one httpx connection pool."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import httpx
+
+from ratatoskr.client.affect import AsyncAffectAPI
+from ratatoskr.client.base import ClientBase, url_from_env
+from ratatoskr.client.errors import RatatoskrError, TransportFailed
+from ratatoskr.client.memory import AsyncMemoryAPI
+from ratatoskr.client.tokens import DEFAULT_ACTOR, TokenProvider
+from ratatoskr.client.transport import (
+    HANDSHAKE,
+    HANDSHAKE_PLANE,
+    Answer,
+    Catalog,
+    Retry,
+    headers,
+    prepare,
+    read_answer,
+    retry_delay,
+)
+
+
+class AsyncClient(ClientBase):
+    """``Client``'s constructor, verbs and errors, each call awaited; ``http`` is an
+    ``httpx.AsyncClient`` of the caller's, else its own (``await aclose()``, or ``async
+    with``). Calls may run concurrently on it; each gets its own connection from the pool.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        key: bytes | str | None = None,
+        scope: Mapping[str, str] | None = None,
+        actor: str = DEFAULT_ACTOR,
+        kid: str | None = None,
+        token_provider: TokenProvider | None = None,
+        retry: Retry | int = 3,
+        timeout: float = 30.0,
+        http: httpx.AsyncClient | None = None,
+        **token_options: Any,
+    ) -> None:
+        super().__init__(
+            base_url,
+            key=key,
+            scope=scope,
+            actor=actor,
+            kid=kid,
+            token_provider=token_provider,
+            retry=retry,
+            timeout=timeout,
+            **token_options,
+        )
+        self._owns_http = http is None
+        self.http = http or httpx.AsyncClient(base_url=self.base_url, timeout=timeout)
+        self.memory = AsyncMemoryAPI(self.call)
+        self.affect = AsyncAffectAPI(self.call)
+        self._handshaking = asyncio.Lock()  # concurrent first calls fetch it once
+
+    @classmethod
+    def from_env(
+        cls,
+        base_url: str | None = None,
+        *,
+        scope: Mapping[str, str],
+        actor: str = DEFAULT_ACTOR,
+        kid: str | None = None,
+        env: Mapping[str, str] | None = None,
+        cwd: Path | None = None,
+        **options: Any,
+    ) -> AsyncClient:
+        """As ``Client.from_env``."""
+        key = cls.env_key(env, kid, cwd)
+        url = base_url or url_from_env(env)
+        return cls(url, key=key, scope=scope, actor=actor, kid=kid, **options)
+
+    def with_scope(self, scope: Mapping[str, str], actor: str | None = None) -> AsyncClient:
+        """The same key for another scope (and actor), on the same connections."""
+        child = AsyncClient(self.base_url, http=self.http, **self._scoped_settings(scope, actor))
+        child.catalog = self.catalog
+        return child
+
+    async def handshake(self, planes: Sequence[str] | None = None) -> dict[str, Any]:
+        args = {} if planes is None else {"planes": list(planes)}
+        result: dict[str, Any] = (await self._send(HANDSHAKE_PLANE, HANDSHAKE, args, None)).result
+        if planes is None:
+            self.catalog = Catalog.of(result)
+        return result
+
+    async def call(
+        self,
+        plane: str,
+        verb: str,
+        args: Mapping[str, Any] | None = None,
+        *,
+        request_id: str | None = None,
+    ) -> Any:
+        return (await self.send(plane, verb, args, request_id=request_id)).result
+
+    async def send(
+        self,
+        plane: str,
+        verb: str,
+        args: Mapping[str, Any] | None = None,
+        *,
+        request_id: str | None = None,
+    ) -> Answer:
+        if plane == HANDSHAKE_PLANE or verb == HANDSHAKE:
+            return await self._send(HANDSHAKE_PLANE, HANDSHAKE, args, request_id)
+        if self.catalog is None:
+            async with self._handshaking:
+                if self.catalog is None:
+                    await self.handshake()
+        assert self.catalog is not None
+        self.catalog.require(plane, verb)
+        return await self._send(plane, verb, args, request_id)
+
+    async def _send(
+        self, plane: str, verb: str, args: Mapping[str, Any] | None, request_id: str | None
+    ) -> Answer:
+        prepared = prepare(plane, verb, args, request_id)
+        retry = 0
+        while True:
+            try:
+                response = await self.http.post(
+                    prepared.path, content=prepared.body, headers=headers(prepared, self.tokens)
+                )
+            except httpx.TransportError as exc:
+                raise TransportFailed(type(exc).__name__, self.base_url) from exc
+            try:
+                return read_answer(response.status_code, response.content)
+            except RatatoskrError as error:
+                delay = retry_delay(error, retry, self.retry, self.rng, prepared)
+                if delay is None:
+                    raise
+            await asyncio.sleep(delay)
+            retry += 1
+
+    async def aclose(self) -> None:
+        if self._owns_http:
+            await self.http.aclose()
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(
+        self,
+        kind: type[BaseException] | None,
+        value: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    def __repr__(self) -> str:
+        return f"AsyncClient({self.base_url!r})"

@@ -1,0 +1,86 @@
+"""What ``Client`` and ``AsyncClient`` are made of: the server's URL, where tokens come
+from, the retry policy, and the handshake once it is known."""
+
+from __future__ import annotations
+
+import os
+import random
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from ratatoskr.client.tokens import (
+    DEFAULT_ACTOR,
+    DEFAULT_LIFETIME,
+    KeyMinter,
+    TokenProvider,
+    key_from_env,
+)
+from ratatoskr.client.transport import Catalog, Retry
+from ratatoskr.wire.tokens import DEFAULT_CONSUMER, DEFAULT_ISSUER
+
+DEFAULT_URL = "http://127.0.0.1:8000"
+URL_ENV = "RATATOSKR_URL"
+DEFAULT_TIMEOUT = 30.0
+
+
+def url_from_env(env: Mapping[str, str] | None = None) -> str:
+    """``RATATOSKR_URL``, else the local server on ``RATATOSKR_PORT`` (default 8000)."""
+    env = os.environ if env is None else env
+    if env.get(URL_ENV):
+        return env[URL_ENV]
+    return f"http://127.0.0.1:{env.get('RATATOSKR_PORT') or 8000}"
+
+
+class ClientBase:
+    """The settings both clients share; see ``Client`` for what each argument means."""
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        key: bytes | str | None = None,
+        scope: Mapping[str, str] | None = None,
+        actor: str = DEFAULT_ACTOR,
+        kid: str | None = None,
+        token_provider: TokenProvider | None = None,
+        retry: Retry | int = 3,
+        timeout: float = DEFAULT_TIMEOUT,
+        lifetime: int = DEFAULT_LIFETIME,
+        issuer: str = DEFAULT_ISSUER,
+        audience: str = DEFAULT_CONSUMER,
+    ) -> None:
+        if (key is None) == (token_provider is None):
+            raise TypeError("give either key= (with scope=) or token_provider=")
+        if key is not None:
+            if scope is None:
+                raise TypeError("key= needs scope= (the region of the store tokens name)")
+            token_provider = KeyMinter(
+                key,
+                scope=scope,
+                actor=actor,
+                kid=kid,
+                issuer=issuer,
+                audience=audience,
+                lifetime=lifetime,
+            )
+        assert token_provider is not None
+        self.base_url = base_url.rstrip("/")
+        self.tokens: TokenProvider = token_provider
+        self.retry = retry if isinstance(retry, Retry) else Retry(attempts=retry)
+        self.timeout = timeout
+        self.catalog: Catalog | None = None
+        self.rng = random.Random()
+
+    @staticmethod
+    def env_key(env: Mapping[str, str] | None, kid: str | None, cwd: Path | None) -> bytes:
+        return key_from_env(env, kid, cwd)
+
+    def _scoped_settings(self, scope: Mapping[str, str], actor: str | None) -> dict[str, Any]:
+        if not isinstance(self.tokens, KeyMinter):
+            raise TypeError("with_scope needs a client made with key=")
+        return {
+            "token_provider": self.tokens.with_scope(scope, actor),
+            "retry": self.retry,
+            "timeout": self.timeout,
+        }

@@ -1,0 +1,54 @@
+"""Envelopes as bytes, and vectors as the JSON the server reads back to the same values.
+
+A vector may be a list (or tuple) of numbers or a numpy array. A float array is written by
+orjson straight from its buffer, with no Python float per value, as float64: a float32
+array widened, so the server reads each value back as exactly that float32 value (what
+``array.tolist()`` would have sent; orjson's own float32 output is the shortest text of the
+float32, which the server would read as another float64). Any other array is written as
+its ``tolist()`` (integers stay integers).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import orjson
+
+from ratatoskr.wire.envelope import WIRE_VERSION
+
+VECTOR_KEYS = ("embedding", "vector")
+_OPTIONS = orjson.OPT_SERIALIZE_NUMPY
+
+
+def wire_vector(vector: Any) -> Any:
+    """``vector`` as orjson should write it (see the module)."""
+    if isinstance(vector, np.ndarray):
+        if vector.dtype.kind == "f":
+            return np.ascontiguousarray(vector, dtype=np.float64)
+        return vector.tolist()
+    return vector
+
+
+def wire_record(record: Mapping[str, Any]) -> Any:
+    """``record`` with its vector made ready (a copy only when it holds an array)."""
+    if not isinstance(record, Mapping):
+        return record  # the server names what is wrong with it
+    if any(isinstance(record.get(k), np.ndarray) for k in VECTOR_KEYS):
+        return {k: wire_vector(v) if k in VECTOR_KEYS else v for k, v in record.items()}
+    return record
+
+
+def envelope(verb: str, args: Mapping[str, Any], request_id: str | None = None) -> bytes:
+    """The request body: the envelope of wire ``WIRE_VERSION``."""
+    body: dict[str, Any] = {"wire": WIRE_VERSION, "verb": verb, "args": args}
+    if request_id is not None:
+        body["request_id"] = request_id
+    return orjson.dumps(body, option=_OPTIONS)
+
+
+def drop_none(**args: Any) -> dict[str, Any]:
+    """The arguments given: a ``None`` is left out (the server reads a missing optional
+    argument as null)."""
+    return {k: v for k, v in args.items() if v is not None}

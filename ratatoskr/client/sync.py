@@ -1,0 +1,180 @@
+"""``Client``: the Bifrost wire from blocking code, on one httpx connection pool."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import httpx
+
+from ratatoskr.client.affect import AffectAPI
+from ratatoskr.client.base import ClientBase, url_from_env
+from ratatoskr.client.errors import RatatoskrError, TransportFailed
+from ratatoskr.client.memory import MemoryAPI
+from ratatoskr.client.tokens import DEFAULT_ACTOR, TokenProvider
+from ratatoskr.client.transport import (
+    HANDSHAKE,
+    HANDSHAKE_PLANE,
+    Answer,
+    Catalog,
+    Retry,
+    headers,
+    prepare,
+    read_answer,
+    retry_delay,
+)
+
+
+class Client(ClientBase):
+    """A client of one ratatoskr server.
+
+    Tokens: ``key=`` (the shared HS256 key, with ``scope=`` and ``actor=``) mints a fresh
+    token per call, for development and tests; ``token_provider=f`` asks
+    ``f(plane, verb, body_bytes)`` for each call's token (Heimdall, in production).
+
+    ``retry``: how often a retryable error (503) is retried (a count, or a ``Retry``);
+    ``timeout``: seconds per HTTP exchange; ``http``: an ``httpx.Client`` of the caller's
+    to send on (its own base URL is used), otherwise the client keeps its own, with
+    keep-alive, until ``close()``.
+
+    The first call fetches the handshake; a verb it does not list raises ``VerbNotListed``
+    before anything is sent. Errors are raised as ``RatatoskrError`` subclasses.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        key: bytes | str | None = None,
+        scope: Mapping[str, str] | None = None,
+        actor: str = DEFAULT_ACTOR,
+        kid: str | None = None,
+        token_provider: TokenProvider | None = None,
+        retry: Retry | int = 3,
+        timeout: float = 30.0,
+        http: httpx.Client | None = None,
+        **token_options: Any,
+    ) -> None:
+        super().__init__(
+            base_url,
+            key=key,
+            scope=scope,
+            actor=actor,
+            kid=kid,
+            token_provider=token_provider,
+            retry=retry,
+            timeout=timeout,
+            **token_options,
+        )
+        self._owns_http = http is None
+        self.http = http or httpx.Client(base_url=self.base_url, timeout=timeout)
+        self.memory = MemoryAPI(self.call)
+        self.affect = AffectAPI(self.call)
+
+    @classmethod
+    def from_env(
+        cls,
+        base_url: str | None = None,
+        *,
+        scope: Mapping[str, str],
+        actor: str = DEFAULT_ACTOR,
+        kid: str | None = None,
+        env: Mapping[str, str] | None = None,
+        cwd: Path | None = None,
+        **options: Any,
+    ) -> Client:
+        """A client with the key ``ratatoskr call`` reads (``RATATOSKR_HEIMDALL_KEY``,
+        ``..._KEY_FILE``, ``..._KEYS_FILE`` with ``kid``, else ``./data/heimdall.key``)
+        and the URL of ``RATATOSKR_URL`` (else ``http://127.0.0.1:$RATATOSKR_PORT``)."""
+        key = cls.env_key(env, kid, cwd)
+        url = base_url or url_from_env(env)
+        return cls(url, key=key, scope=scope, actor=actor, kid=kid, **options)
+
+    def with_scope(self, scope: Mapping[str, str], actor: str | None = None) -> Client:
+        """The same key for another scope (and actor), on the same connections."""
+        child = Client(self.base_url, http=self.http, **self._scoped_settings(scope, actor))
+        child.catalog = self.catalog
+        return child
+
+    # -- calls -------------------------------------------------------------------------
+
+    def handshake(self, planes: Sequence[str] | None = None) -> dict[str, Any]:
+        """The server's handshake (and, for all planes, the verbs every call is checked
+        against from now on)."""
+        args = {} if planes is None else {"planes": list(planes)}
+        result: dict[str, Any] = self._send(HANDSHAKE_PLANE, HANDSHAKE, args, None).result
+        if planes is None:
+            self.catalog = Catalog.of(result)
+        return result
+
+    def call(
+        self,
+        plane: str,
+        verb: str,
+        args: Mapping[str, Any] | None = None,
+        *,
+        request_id: str | None = None,
+    ) -> Any:
+        """Any verb by name: its result."""
+        return self.send(plane, verb, args, request_id=request_id).result
+
+    def send(
+        self,
+        plane: str,
+        verb: str,
+        args: Mapping[str, Any] | None = None,
+        *,
+        request_id: str | None = None,
+    ) -> Answer:
+        """Any verb by name: its result and the request id it was answered with."""
+        if plane == HANDSHAKE_PLANE or verb == HANDSHAKE:
+            return self._send(HANDSHAKE_PLANE, HANDSHAKE, args, request_id)
+        if self.catalog is None:
+            self.handshake()
+        assert self.catalog is not None
+        self.catalog.require(plane, verb)
+        return self._send(plane, verb, args, request_id)
+
+    def _send(
+        self, plane: str, verb: str, args: Mapping[str, Any] | None, request_id: str | None
+    ) -> Answer:
+        prepared = prepare(plane, verb, args, request_id)
+        retry = 0
+        while True:
+            try:
+                response = self.http.post(
+                    prepared.path, content=prepared.body, headers=headers(prepared, self.tokens)
+                )
+            except httpx.TransportError as exc:
+                raise TransportFailed(type(exc).__name__, self.base_url) from exc
+            try:
+                return read_answer(response.status_code, response.content)
+            except RatatoskrError as error:
+                delay = retry_delay(error, retry, self.retry, self.rng, prepared)
+                if delay is None:
+                    raise
+            time.sleep(delay)
+            retry += 1
+
+    # -- lifetime ----------------------------------------------------------------------
+
+    def close(self) -> None:
+        if self._owns_http:
+            self.http.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        value: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"Client({self.base_url!r})"
