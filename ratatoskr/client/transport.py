@@ -109,8 +109,11 @@ def prepare(
 
 
 def headers(prepared: Prepared, tokens: TokenProvider) -> dict[str, str]:
-    """The headers of one attempt, with a token minted for it."""
+    """The headers of one attempt, with a token minted for it (none when the provider has
+    none to give: the server answers ``auth.missing_token``)."""
     token = tokens(prepared.plane, prepared.verb, prepared.body)
+    if not token:
+        return {"Content-Type": JSON}
     return {"Authorization": f"Bearer {token}", "Content-Type": JSON}
 
 

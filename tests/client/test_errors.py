@@ -1,0 +1,276 @@
+"""Every wire error code arrives as its own exception class, raised by a real wrong call
+against the real server, carrying code, message, retryable, details, status and request id;
+no exception message holds what was sent; an unlisted verb is refused without being sent."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import socket
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+import orjson
+import pytest
+
+import ratatoskr.client as client_module
+from ratatoskr.client import (
+    AsyncClient,
+    BindingMismatch,
+    Client,
+    EventConflict,
+    IdempotencyConflict,
+    InternalError,
+    InvalidArguments,
+    InvalidFilter,
+    InvalidToken,
+    KeyMinter,
+    MalformedEnvelope,
+    MissingToken,
+    PayloadTooLarge,
+    PlaneError,
+    RatatoskrError,
+    RequestTimeout,
+    RevisionMismatch,
+    ScopeForbidden,
+    TokenReplayed,
+    TransportFailed,
+    UnexpectedAnswer,
+    UnknownPlane,
+    UnknownVerb,
+    Unsupported,
+    UnsupportedMediaType,
+    UnsupportedVersion,
+    VerbNotListed,
+)
+from ratatoskr.client.errors import WIRE_ERRORS, error_class
+from ratatoskr.client.transport import read_answer
+from ratatoskr.core import errors as server_errors
+from ratatoskr.wire.envelope import error_body
+from tests.client.conftest import MAX_BODY
+from tests.server.harness import DIM, KEY, Server, vec
+
+SECRET = "SECRET-CONTENT-MARKER"
+
+
+def chunk(chunk_id: str, tenant: str, **fields: Any) -> dict[str, Any]:
+    return {
+        "id": f"{tenant}-{chunk_id}",
+        "embedding": vec(1, 2),
+        "scope": {"tenant": tenant},
+        "distillate": SECRET,
+        **fields,
+    }
+
+
+def raised(kind: type[RatatoskrError], call: Callable[[], Any]) -> RatatoskrError:
+    with pytest.raises(kind) as caught:
+        call()
+    error = caught.value
+    assert type(error) is kind
+    assert SECRET not in str(error) and SECRET not in repr(error.details)
+    return error
+
+
+def counting(server: Server) -> tuple[httpx.Client, list[str]]:
+    """An httpx client of the server that notes the path of every request it sends."""
+    sent: list[str] = []
+
+    def note(request: httpx.Request) -> None:
+        sent.append(request.url.path)
+
+    return httpx.Client(base_url=server.url, event_hooks={"request": [note]}), sent
+
+
+def test_the_server_codes_and_the_client_classes_are_the_same() -> None:
+    server_classes = {
+        cls.__name__: cls
+        for cls in vars(server_errors).values()
+        if inspect.isclass(cls)
+        and issubclass(cls, server_errors.BifrostError)
+        and cls not in (server_errors.BifrostError, server_errors.PlaneError)
+    }
+    ours = {cls.__name__: cls for cls in WIRE_ERRORS}
+    assert set(ours) == set(server_classes)
+    for name, cls in ours.items():
+        assert cls.wire_code == server_classes[name].code
+        assert issubclass(cls, PlaneError) == issubclass(
+            server_classes[name], server_errors.PlaneError
+        )
+        assert getattr(client_module, name) is cls  # exported
+    assert error_class("affect.invalid_arguments") is InvalidArguments
+    assert error_class("memory.revision_mismatch") is RevisionMismatch
+    assert error_class("scope.forbidden") is ScopeForbidden
+    assert error_class("memory.something_new") is RatatoskrError
+    assert error_class("brand_new") is RatatoskrError
+
+
+def test_plane_errors_from_real_calls(client: Client, tenant: str) -> None:
+    memory, affect = client.memory, client.affect
+    error = raised(InvalidArguments, lambda: memory.search([1.0, 2.0], top_k=3))
+    assert (error.code, error.status, error.retryable, error.plane) == (
+        "memory.invalid_arguments",
+        400,
+        False,
+        "memory",
+    )
+    assert error.request_id and "vector" in error.message
+    error = raised(InvalidArguments, lambda: affect.list(limit=0))
+    assert error.code == "affect.invalid_arguments" and error.plane == "affect"
+    error = raised(InvalidFilter, lambda: memory.search(vec(1), scope_all={"planet": "x"}))
+    assert error.code == "memory.invalid_filter"
+    memory.upsert_many([chunk("a", tenant)], idempotency_key="k")
+    error = raised(
+        IdempotencyConflict,
+        lambda: memory.upsert_many([chunk("a", tenant, extra=1)], idempotency_key="k"),
+    )
+    assert error.status == 409
+    stale = {f"{tenant}-a": 7}
+    mismatch = raised(
+        RevisionMismatch,
+        lambda: memory.upsert_many(
+            [chunk("a", tenant)], idempotency_key="k2", expected_revisions=stale
+        ),
+    )
+    assert isinstance(mismatch, RevisionMismatch)
+    assert mismatch.mismatches == [{"id": f"{tenant}-a", "expected": 7, "actual": 1}]
+    event = {"id": f"{tenant}-e", "at": "2026-01-01T00:00:00Z", "scope": {"tenant": tenant}}
+    affect.append_events([event], idempotency_key="e1")
+    error = raised(
+        EventConflict,
+        lambda: affect.append_events([{**event, "kind": SECRET}], idempotency_key="e2"),
+    )
+    assert error.code == "affect.event_conflict"
+    error = raised(
+        ScopeForbidden,
+        lambda: memory.upsert_many(
+            [chunk("b", tenant, scope={"tenant": "elsewhere"})], idempotency_key="k3"
+        ),
+    )
+    assert (error.code, error.status, error.plane) == ("scope.forbidden", 403, None)
+
+
+def test_verbs_the_handshake_does_not_list(client: Client, server: Server) -> None:
+    """Refused before sending; sent anyway (a stale list), the server's own answers."""
+    http, sent = counting(server)
+    with Client(server.url, key=KEY, scope={"tenant": "t"}, http=http) as gated:
+        gated.handshake()
+        before = list(sent)
+        error = raised(VerbNotListed, lambda: gated.call("memory", "scan", {}))
+        assert error.status is None and "memory.scan" in error.message
+        raised(VerbNotListed, lambda: gated.call("memory", "no_such_verb", {}))
+        raised(VerbNotListed, lambda: gated.call("planet", "search", {}))
+        assert sent == before  # nothing left the client
+        assert gated.catalog is not None
+        gated.catalog.verbs["memory"] |= {"scan", "no_such_verb"}  # as if the list were stale
+        assert raised(Unsupported, lambda: gated.call("memory", "scan", {})).status == 501
+        assert raised(UnknownVerb, lambda: gated.call("memory", "no_such_verb", {})).status == 404
+        assert sent[len(before) :] == ["/bifrost/memory-call"] * 2
+
+
+def test_an_unlisted_verb_is_refused_before_the_first_call_is_sent(server: Server) -> None:
+    """The very first call fetches the handshake, then refuses: only the handshake is sent."""
+    http, sent = counting(server)
+    with Client(server.url, key=KEY, scope={"tenant": "t"}, http=http) as fresh:
+        raised(VerbNotListed, lambda: fresh.call("affect", "upsert_many", {}))
+    assert sent == ["/bifrost/handshake"]
+
+    async def async_refusal() -> None:
+        async with AsyncClient(server.url, key=KEY, scope={"tenant": "t"}) as aio:
+            await aio.handshake()
+            with pytest.raises(VerbNotListed):
+                await aio.call("memory", "mark_invalid", {})
+
+    asyncio.run(async_refusal())
+
+
+def test_wire_and_auth_errors_from_real_calls(server: Server, client: Client) -> None:
+    tenant = {"tenant": "t"}
+    error = raised(UnknownPlane, lambda: client.handshake(planes=["planet"]))
+    assert (error.code, error.status) == ("wire.unknown_plane", 404)
+    error = raised(MalformedEnvelope, lambda: client.call("memory", "health", request_id="\x01"))
+    assert error.code == "wire.malformed_envelope"
+    big = {"id": "big", "embedding": vec(1), "scope": {"tenant": "t"}, "distillate": SECRET * 13000}
+    assert len(SECRET) * 13000 > MAX_BODY
+    error = raised(PayloadTooLarge, lambda: client.memory.upsert_many([big], idempotency_key="big"))
+    assert error.status == 413
+    with Client(server.url, token_provider=lambda plane, verb, body: "") as tokenless:
+        assert raised(MissingToken, tokenless.handshake).status == 401
+    with Client(server.url, key=b"w" * 40, scope=tenant) as wrong_key:
+        assert raised(InvalidToken, wrong_key.handshake).code == "auth.invalid_token"
+    minter = KeyMinter(KEY, scope=tenant)
+    with Client(server.url, token_provider=lambda p, v, b: minter(p, v, b + b" ")) as unbound:
+        assert raised(BindingMismatch, unbound.handshake).code == "auth.binding_mismatch"
+    tokens: dict[str, str] = {}
+
+    def once(plane: str, verb: str, body: bytes) -> str:
+        return tokens.setdefault(verb, minter(plane, verb, body))
+
+    with Client(server.url, token_provider=once, retry=5) as replaying:
+        args = {"ids": ["nothing-here"]}
+        assert replaying.call("memory", "delete_many", args) == {"deleted": 0}
+        error = raised(TokenReplayed, lambda: replaying.call("memory", "delete_many", args))
+        assert (error.status, error.retryable) == (401, False)
+
+
+def _raw(server: Server, head: bytes, body: bytes) -> tuple[int, bytes]:
+    """One request over a plain socket, as a client other than ours would send it; the
+    status and body of the answer."""
+    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
+        sock.sendall(head + body)
+        answer = b""
+        while b"\r\n\r\n" not in answer or len(answer.partition(b"\r\n\r\n")[2]) < _length(answer):
+            data = sock.recv(65536)
+            if not data:
+                break
+            answer += data
+    status = int(answer.split(b" ", 2)[1])
+    return status, answer.partition(b"\r\n\r\n")[2]
+
+
+def _length(answer: bytes) -> int:
+    for line in answer.partition(b"\r\n\r\n")[0].split(b"\r\n"):
+        if line.lower().startswith(b"content-length:"):
+            return int(line.split(b":", 1)[1])
+    return 1 << 30
+
+
+def _head(server: Server, length: int, media: str = "application/json", token: str = "") -> bytes:
+    return (
+        f"POST /bifrost/memory-call HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\n"
+        f"Content-Type: {media}\r\nContent-Length: {length}\r\n"
+        f"Authorization: Bearer {token}\r\n\r\n"
+    ).encode()
+
+
+def test_answers_no_client_of_ours_can_provoke_read_as_their_classes(server: Server) -> None:
+    """The client always sends JSON, a whole body, wire 0.6: the answers to a raw client
+    that does not are read into their classes all the same."""
+    minter = KeyMinter(KEY, scope={"tenant": "t"})
+    status, body = _raw(server, _head(server, 2, "text/plain"), b"{}")
+    assert raised(UnsupportedMediaType, lambda: read_answer(status, body)).status == 415
+    old = orjson.dumps({"wire": "0.5", "verb": "health", "args": {}})
+    status, body = _raw(server, _head(server, len(old), token=minter("memory", "health", old)), old)
+    assert raised(UnsupportedVersion, lambda: read_answer(status, body)).status == 400
+    status, body = _raw(server, _head(server, 100), b'{"wire":')  # then nothing: 1 s later, 408
+    error = raised(RequestTimeout, lambda: read_answer(status, body))
+    assert (error.status, error.retryable) == (408, True)
+    internal = error_body(server_errors.InternalError("internal error"), "memory", "r1")
+    assert raised(InternalError, lambda: read_answer(500, internal)).status == 500
+    assert raised(UnexpectedAnswer, lambda: read_answer(502, b"<html>bad gateway")).status == 502
+
+
+def test_no_answer_at_all(server: Server) -> None:
+    with Client("http://127.0.0.1:9", key=KEY, scope={"tenant": "t"}, retry=3) as nowhere:
+        error = raised(TransportFailed, nowhere.handshake)
+    assert isinstance(error.__cause__, httpx.TransportError)
+    assert error.status is None and not error.retryable
+
+
+def test_an_error_exception_never_quotes_content(client: Client, tenant: str) -> None:
+    bad = chunk("c", tenant, embedding=[SECRET] + [0.0] * (DIM - 1))
+    error = raised(
+        InvalidArguments, lambda: client.memory.upsert_many([bad], idempotency_key="bad")
+    )
+    assert "embedding" in error.message
