@@ -6,13 +6,14 @@ import asyncio
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, Protocol
 
 import httpx
 
 from ratatoskr.client.affect import AsyncAffectAPI
 from ratatoskr.client.base import ClientBase, url_from_env
 from ratatoskr.client.errors import RatatoskrError, TransportFailed
+from ratatoskr.client.http11 import AsyncHttp11Pool, AsyncHttpxTransport
 from ratatoskr.client.memory import AsyncMemoryAPI
 from ratatoskr.client.tokens import DEFAULT_ACTOR, TokenProvider
 from ratatoskr.client.transport import (
@@ -28,10 +29,18 @@ from ratatoskr.client.transport import (
 )
 
 
+class AsyncTransport(Protocol):
+    async def post(
+        self, path: str, body: bytes, headers: Mapping[str, str]
+    ) -> tuple[int, bytes]: ...
+    async def aclose(self) -> None: ...
+
+
 class AsyncClient(ClientBase):
     """``Client``'s constructor, verbs and errors, each call awaited; ``http`` is an
-    ``httpx.AsyncClient`` of the caller's, else its own (``await aclose()``, or ``async
-    with``). Calls may run concurrently on it; each gets its own connection from the pool.
+    ``httpx.AsyncClient`` of the caller's, else its own connections (``await aclose()``, or
+    ``async with``), used from one event loop. Calls may run concurrently; each gets its own
+    connection from the pool.
     """
 
     def __init__(
@@ -59,8 +68,15 @@ class AsyncClient(ClientBase):
             timeout=timeout,
             **token_options,
         )
-        self._owns_http = http is None
-        self.http = http or httpx.AsyncClient(base_url=self.base_url, timeout=timeout)
+        self.http = http
+        self.transport: AsyncTransport = (
+            AsyncHttpxTransport(http)
+            if http is not None
+            else AsyncHttp11Pool(self.base_url, timeout)
+            if self.base_url.startswith("http://")
+            else AsyncHttpxTransport(httpx.AsyncClient(base_url=self.base_url, timeout=timeout))
+        )
+        self._owns_transport = http is None
         self.memory = AsyncMemoryAPI(self.call)
         self.affect = AsyncAffectAPI(self.call)
         self._handshaking = asyncio.Lock()  # concurrent first calls fetch it once
@@ -84,7 +100,8 @@ class AsyncClient(ClientBase):
 
     def with_scope(self, scope: Mapping[str, str], actor: str | None = None) -> AsyncClient:
         """The same key for another scope (and actor), on the same connections."""
-        child = AsyncClient(self.base_url, http=self.http, **self._scoped_settings(scope, actor))
+        child = AsyncClient(self.base_url, **self._scoped_settings(scope, actor))
+        child.transport, child.http, child._owns_transport = self.transport, self.http, False
         child.catalog = self.catalog
         return child
 
@@ -130,13 +147,13 @@ class AsyncClient(ClientBase):
         retry = 0
         while True:
             try:
-                response = await self.http.post(
-                    prepared.path, content=prepared.body, headers=headers(prepared, self.tokens)
+                status, content = await self.transport.post(
+                    prepared.path, prepared.body, headers(prepared, self.tokens)
                 )
-            except httpx.TransportError as exc:
+            except OSError as exc:
                 raise TransportFailed(type(exc).__name__, self.base_url) from exc
             try:
-                return read_answer(response.status_code, response.content)
+                return read_answer(status, content)
             except RatatoskrError as error:
                 delay = retry_delay(error, retry, self.retry, self.rng, prepared)
                 if delay is None:
@@ -145,8 +162,8 @@ class AsyncClient(ClientBase):
             retry += 1
 
     async def aclose(self) -> None:
-        if self._owns_http:
-            await self.http.aclose()
+        if self._owns_transport:
+            await self.transport.aclose()
 
     async def __aenter__(self) -> AsyncClient:
         return self

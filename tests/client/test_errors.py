@@ -261,11 +261,16 @@ def test_answers_no_client_of_ours_can_provoke_read_as_their_classes(server: Ser
     assert raised(UnexpectedAnswer, lambda: read_answer(502, b"<html>bad gateway")).status == 502
 
 
-def test_no_answer_at_all(server: Server) -> None:
+def test_no_answer_at_all() -> None:
     with Client("http://127.0.0.1:9", key=KEY, scope={"tenant": "t"}, retry=3) as nowhere:
         error = raised(TransportFailed, nowhere.handshake)
-    assert isinstance(error.__cause__, httpx.TransportError)
+    assert isinstance(error.__cause__, ConnectionRefusedError)
     assert error.status is None and not error.retryable
+    http = httpx.Client(base_url="http://127.0.0.1:9")
+    with Client("http://127.0.0.1:9", key=KEY, scope={"tenant": "t"}, http=http) as nowhere:
+        error = raised(TransportFailed, nowhere.handshake)
+    assert isinstance(error.__cause__, OSError)
+    assert isinstance(error.__cause__.__cause__, httpx.ConnectError)
 
 
 def test_an_error_exception_never_quotes_content(client: Client, tenant: str) -> None:

@@ -198,7 +198,7 @@ def test_the_async_client_serves_every_verb(server: Server, tenant: str) -> None
 def test_a_scoped_copy_shares_the_connections(client: Client, tenant: str) -> None:
     client.memory.upsert_many([record("x", tenant, unit(0))], idempotency_key="k")
     other = client.with_scope({"tenant": f"{tenant}-other"}, actor="someone")
-    assert other.http is client.http
+    assert other.transport is client.transport
     assert other.memory.get("x") is None  # outside its scope: indistinguishable from missing
     assert client.memory.get("x") is not None
     other.close()  # not its pool: the original still works

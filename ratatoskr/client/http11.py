@@ -1,0 +1,365 @@
+"""The client's own HTTP/1.1 over keep-alive sockets, for a plain ``http://`` server.
+
+A wire call is one ``POST`` with a ``Content-Length`` body and one JSON answer, and httpx's
+general machinery (request and response models, header normalisation, its h11 state
+machine, anyio) costs ~0.5 ms of CPU a call: more than a scoped search takes the server, and
+on a machine the client shares with the server, CPU taken from it. This speaks exactly
+what the wire needs: a request head and body written at once, the answer's status, headers
+and body (``Content-Length``, ``chunked`` or until close) read back; connections kept
+alive in a pool and closed when the server says ``Connection: close``.
+
+A pooled connection the server has meanwhile closed (its keep-alive timeout, 5 s) fails
+before a byte of the answer arrives: the request is then sent once more, as it was, token
+included, on a new connection. The server closes only an idle connection, so it read
+nothing; and were the first sending ever executed (a worker dying before it answered), the
+second would be refused as a replayed token for a mutating verb: never two executions.
+Any other failure is raised as ``OSError`` for the client to report as ``TransportFailed``.
+
+``https://`` URLs and callers who need proxies, TLS settings or their own hooks pass an
+httpx client instead (``http=``); ``HttpxTransport`` adapts either kind of client.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+import threading
+from collections import deque
+from collections.abc import Mapping
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+import httpx
+
+MAX_HEAD = 64 * 1024
+_SMALL_BODY = 64 * 1024  # below this, head and body go out as one write
+
+
+class IncompleteAnswer(OSError):
+    """The connection ended before the answer did."""
+
+
+class StaleConnection(OSError):
+    """A pooled connection was closed by the server before it answered anything."""
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    host: str
+    port: int
+    authority: str
+
+    @classmethod
+    def of(cls, base_url: str) -> Endpoint:
+        parts = urlsplit(base_url)
+        if parts.scheme != "http" or not parts.hostname:
+            raise ValueError("the built-in transport speaks plain http:// only")
+        if parts.path not in ("", "/"):
+            raise ValueError("the server's URL must not have a path")
+        port = parts.port or 80
+        return cls(parts.hostname, port, f"{parts.hostname}:{port}")
+
+
+def request_head(endpoint: Endpoint, path: str, headers: Mapping[str, str], size: int) -> bytes:
+    lines = [f"POST {path} HTTP/1.1", f"Host: {endpoint.authority}"]
+    for name, value in headers.items():
+        if "\r" in value or "\n" in value:
+            raise ValueError(f"the {name} header holds a line break")
+        lines.append(f"{name}: {value}")
+    lines.append(f"Content-Length: {size}")
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+
+
+@dataclass
+class Head:
+    """The answer's status line and the headers that frame its body."""
+
+    status: int
+    length: int | None
+    chunked: bool
+    close: bool
+
+    @classmethod
+    def parse(cls, raw: bytes) -> Head:
+        """From the raw head (without its final blank line): the three headers that frame
+        the body are looked up in the lowered bytes, not every header split out."""
+        if not raw.startswith(b"HTTP/1.") or not raw[9:12].isdigit():
+            raise IncompleteAnswer("not an HTTP/1.1 answer")
+        low = raw.lower()
+        length_text = _header(low, b"content-length")
+        chunked = b"chunked" in (_header(low, b"transfer-encoding") or b"")
+        connection = _header(low, b"connection") or b""
+        close = b"close" in connection or (raw[7:8] == b"0" and b"keep-alive" not in connection)
+        length = int(length_text) if length_text is not None and not chunked else None
+        if length is None and not chunked:
+            close = True  # the body runs to the end of the connection
+        return cls(int(raw[9:12]), length, chunked, close)
+
+
+def _header(low: bytes, name: bytes) -> bytes | None:
+    """The value of header ``name`` in the lowered head ``low``, if it is there."""
+    at = low.find(b"\r\n" + name + b":")
+    if at < 0:
+        return None
+    start = at + len(name) + 3
+    end = low.find(b"\r\n", start)
+    return low[start : end if end >= 0 else len(low)].strip()
+
+
+# -- blocking -------------------------------------------------------------------------------
+
+
+class _Reader:
+    """Buffered reads from a socket."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.buffer = bytearray()
+        self.received = False  # whether any byte of the answer came
+
+    def fill(self) -> bool:
+        data = self.sock.recv(65536)
+        if not data:
+            return False
+        self.received = True
+        self.buffer += data
+        return True
+
+    def until(self, mark: bytes, limit: int = MAX_HEAD) -> bytes:
+        while True:
+            at = self.buffer.find(mark)
+            if at >= 0:
+                out = bytes(self.buffer[:at])
+                del self.buffer[: at + len(mark)]
+                return out
+            if len(self.buffer) > limit or not self.fill():
+                raise IncompleteAnswer("the connection ended inside the answer's head")
+
+    def exactly(self, size: int) -> bytes:
+        while len(self.buffer) < size:
+            if not self.fill():
+                raise IncompleteAnswer("the connection ended inside the answer's body")
+        out = bytes(self.buffer[:size])
+        del self.buffer[:size]
+        return out
+
+    def rest(self) -> bytes:
+        while self.fill():
+            pass
+        out = bytes(self.buffer)
+        self.buffer.clear()
+        return out
+
+
+def _read_body(reader: _Reader, head: Head) -> bytes:
+    if head.chunked:
+        parts: list[bytes] = []
+        while True:
+            size = int(reader.until(b"\r\n").split(b";")[0], 16)
+            if size == 0:
+                while reader.until(b"\r\n"):
+                    pass  # trailers, up to the empty line
+                return b"".join(parts)
+            parts.append(reader.exactly(size))
+            reader.exactly(2)
+    if head.length is not None:
+        return reader.exactly(head.length)
+    return reader.rest()
+
+
+class Connection:
+    def __init__(self, endpoint: Endpoint, timeout: float) -> None:
+        self.sock = socket.create_connection((endpoint.host, endpoint.port), timeout=timeout)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.reader = _Reader(self.sock)
+
+    def exchange(self, head: bytes, body: bytes) -> tuple[int, bytes, bool]:
+        """Status, body, and whether the connection may be used again."""
+        self.reader.received = False
+        try:
+            if len(body) < _SMALL_BODY:
+                self.sock.sendall(head + body)
+            else:
+                self.sock.sendall(head)
+                self.sock.sendall(body)
+            parsed = Head.parse(self.reader.until(b"\r\n\r\n"))
+        except OSError as exc:
+            if not self.reader.received and not isinstance(exc, TimeoutError):
+                raise StaleConnection(str(exc)) from exc
+            raise
+        content = _read_body(self.reader, parsed)
+        return parsed.status, content, not parsed.close and not self.reader.buffer
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+class Http11Pool:
+    """Keep-alive connections to one server, each used by one call at a time."""
+
+    def __init__(self, base_url: str, timeout: float) -> None:
+        self.endpoint = Endpoint.of(base_url)
+        self.timeout = timeout
+        self.idle: deque[Connection] = deque()
+        self.lock = threading.Lock()
+
+    def post(self, path: str, body: bytes, headers: Mapping[str, str]) -> tuple[int, bytes]:
+        head = request_head(self.endpoint, path, headers, len(body))
+        with self.lock:
+            conn = self.idle.pop() if self.idle else None
+        if conn is not None:
+            try:
+                return self._exchange(conn, head, body)
+            except StaleConnection:
+                pass  # closed by the server while idle: it read nothing; a new connection
+        return self._exchange(Connection(self.endpoint, self.timeout), head, body)
+
+    def _exchange(self, conn: Connection, head: bytes, body: bytes) -> tuple[int, bytes]:
+        try:
+            status, content, reusable = conn.exchange(head, body)
+        except BaseException:
+            conn.close()
+            raise
+        if reusable:
+            with self.lock:
+                self.idle.append(conn)
+        else:
+            conn.close()
+        return status, content
+
+    def close(self) -> None:
+        with self.lock:
+            while self.idle:
+                self.idle.pop().close()
+
+
+# -- asyncio --------------------------------------------------------------------------------
+
+
+class AsyncConnection:
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader = reader
+        self.writer = writer
+
+    @classmethod
+    async def open(cls, endpoint: Endpoint) -> AsyncConnection:
+        reader, writer = await asyncio.open_connection(endpoint.host, endpoint.port)
+        sock = writer.get_extra_info("socket")
+        if sock is not None:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        return cls(reader, writer)
+
+    async def exchange(self, head: bytes, body: bytes) -> tuple[int, bytes, bool]:
+        try:
+            self.writer.writelines([head, body])
+            await self.writer.drain()
+            raw = await self.reader.readuntil(b"\r\n\r\n")
+        except asyncio.IncompleteReadError as exc:
+            if not exc.partial:
+                raise StaleConnection("closed before answering") from exc
+            raise IncompleteAnswer("the connection ended inside the answer's head") from exc
+        except (ConnectionError, BrokenPipeError) as exc:
+            raise StaleConnection(str(exc)) from exc
+        except asyncio.LimitOverrunError as exc:
+            raise IncompleteAnswer("the answer's head is too long") from exc
+        parsed = Head.parse(raw[:-4])
+        try:
+            content = await self._body(parsed)
+        except asyncio.IncompleteReadError as exc:
+            raise IncompleteAnswer("the connection ended inside the answer's body") from exc
+        return parsed.status, content, not parsed.close
+
+    async def _body(self, head: Head) -> bytes:
+        if head.chunked:
+            parts: list[bytes] = []
+            while True:
+                line = await self.reader.readuntil(b"\r\n")
+                size = int(line[:-2].split(b";")[0], 16)
+                if size == 0:
+                    while await self.reader.readuntil(b"\r\n") != b"\r\n":
+                        pass  # trailers
+                    return b"".join(parts)
+                parts.append(await self.reader.readexactly(size))
+                await self.reader.readexactly(2)
+        if head.length is not None:
+            return await self.reader.readexactly(head.length)
+        return await self.reader.read()
+
+    def close(self) -> None:
+        self.writer.close()
+
+
+class AsyncHttp11Pool:
+    """``Http11Pool`` for asyncio: calls in flight at once each hold a connection."""
+
+    def __init__(self, base_url: str, timeout: float) -> None:
+        self.endpoint = Endpoint.of(base_url)
+        self.timeout = timeout
+        self.idle: deque[AsyncConnection] = deque()
+
+    async def post(self, path: str, body: bytes, headers: Mapping[str, str]) -> tuple[int, bytes]:
+        head = request_head(self.endpoint, path, headers, len(body))
+        async with asyncio.timeout(self.timeout):
+            if self.idle:
+                try:
+                    return await self._exchange(self.idle.pop(), head, body)
+                except StaleConnection:
+                    pass
+            return await self._exchange(await AsyncConnection.open(self.endpoint), head, body)
+
+    async def _exchange(self, conn: AsyncConnection, head: bytes, body: bytes) -> tuple[int, bytes]:
+        try:
+            status, content, reusable = await conn.exchange(head, body)
+        except BaseException:
+            conn.close()
+            raise
+        if reusable:
+            self.idle.append(conn)
+        else:
+            conn.close()
+        return status, content
+
+    async def aclose(self) -> None:
+        while self.idle:
+            conn = self.idle.pop()
+            conn.close()
+            with contextlib.suppress(OSError):
+                await conn.writer.wait_closed()
+
+
+# -- httpx ----------------------------------------------------------------------------------
+
+
+class HttpxTransport:
+    """An ``httpx.Client`` of the caller's behind the pools' ``post``."""
+
+    def __init__(self, http: httpx.Client) -> None:
+        self.http = http
+
+    def post(self, path: str, body: bytes, headers: Mapping[str, str]) -> tuple[int, bytes]:
+        try:
+            response = self.http.post(path, content=body, headers=dict(headers))
+        except httpx.TransportError as exc:
+            raise OSError(type(exc).__name__) from exc
+        return response.status_code, response.content
+
+    def close(self) -> None:
+        self.http.close()
+
+
+class AsyncHttpxTransport:
+    """An ``httpx.AsyncClient`` of the caller's behind the pools' ``post``."""
+
+    def __init__(self, http: httpx.AsyncClient) -> None:
+        self.http = http
+
+    async def post(self, path: str, body: bytes, headers: Mapping[str, str]) -> tuple[int, bytes]:
+        try:
+            response = await self.http.post(path, content=body, headers=dict(headers))
+        except httpx.TransportError as exc:
+            raise OSError(type(exc).__name__) from exc
+        return response.status_code, response.content
+
+    async def aclose(self) -> None:
+        await self.http.aclose()
