@@ -4,10 +4,10 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: run test system-packages lint console-screenshots bench bench-quick bench-1m bench-http bench-writers bench-write-modes bench-restore power-cut bench-postgres soak soak-steady token-flood clean
+.PHONY: run test system-packages lint console-screenshots bench bench-quick bench-1m bench-http bench-client bench-writers bench-write-modes bench-restore power-cut bench-postgres soak soak-steady token-flood profile-upsert clean
 
 # setup.py builds the optional C accelerators with the machine's C compiler
-$(STAMP): pyproject.toml setup.py ratatoskr/memory/_pack.c $(wildcard ratatoskr/memory/search/_rank*)
+$(STAMP): pyproject.toml setup.py ratatoskr/memory/_pack.c ratatoskr/memory/_body.c $(wildcard ratatoskr/memory/search/_rank*)
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[dev,pgtest]'
@@ -54,6 +54,18 @@ bench-1m: $(STAMP)
 
 bench-http: $(STAMP)
 	$(PY) -m bench.http_load --chunks 20000 --duration 60 --workers 2 --concurrency 8
+
+# the client and the HTTP path (docs/performance.md, "The client and the HTTP path"): upsert_many
+# server time beside decode + hash + store and the store alone, Client and AsyncClient beside
+# the raw-socket searches of bench-http (~4 min)
+bench-client: $(STAMP)
+	$(PY) -m bench.client_load --chunks 100000 --batch 500 --dim 768 --workers 2 --concurrency 8
+
+# where a 500 x 768 upsert_many spends the server's time between the socket and the store:
+# py-spy samples one single-process server (the profile extra) while bench.client_load loads
+profile-upsert: $(STAMP)
+	$(PY) -m pip install --quiet -e '.[profile]'
+	$(PY) -m bench.profile_upsert
 
 # upsert_many from 1 and then 2 processes into one file (what 2 gunicorn workers can write)
 bench-writers: $(STAMP)
