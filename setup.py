@@ -20,7 +20,7 @@ setup(
             "ratatoskr.memory._body",
             ["ratatoskr/memory/_body.c"],
             optional=True,
-            extra_compile_args=["-O2"],
+            extra_compile_args=["-O3"],
         ),
         Extension(
             "ratatoskr.memory.search._rank",

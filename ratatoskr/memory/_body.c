@@ -105,7 +105,7 @@ is_ws(unsigned char c)
 static inline cursor
 skip_ws(cursor p, cursor end)
 {
-    while (p < end && is_ws(*p)) {
+    while (p < end && *p <= ' ' && is_ws(*p)) {
         p++;
     }
     return p;
@@ -262,7 +262,9 @@ fast_number(uint64_t w, int e10, double *out)
     u128 upper = high + (low >> 64);
     int n = bit_length(upper); /* >= 64: the reciprocal is >= 2**127 */
     int shift = n - 54;
-    if ((upper & (((u128)1 << shift) - 1)) == 0) {
+    uint64_t upper_lo = (uint64_t)upper;
+    int zeros = upper_lo ? __builtin_ctzll(upper_lo) : 64 + __builtin_ctzll((uint64_t)(upper >> 64));
+    if (zeros >= shift) { /* every bit below the rounding bit is zero */
         /* undecided: most often a value double holds exactly (a float32's few bits), which
          * is w / 5**k times 2**-k exactly when 5**k divides w */
         if (w % POW5[k] != 0) {
@@ -491,7 +493,8 @@ numbers(Scan *s, cursor *pp, char key)
         if (status != OK) {
             return status;
         }
-        if (buf_reserve(&s->scratch, sizeof(double))) {
+        if (s->scratch.len + sizeof(double) > s->scratch.cap &&
+            buf_reserve(&s->scratch, 1024 * sizeof(double))) {
             return FAIL;
         }
         memcpy(s->scratch.data + s->scratch.len, &value, sizeof(double));
