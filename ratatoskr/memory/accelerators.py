@@ -1,7 +1,8 @@
 """The optional C accelerators, loaded once: ``_pack`` (vectors checked and packed to
-float32) and ``_rank`` (a scoped search's candidate cut and exact scores).
+float32), ``_body`` (a request body's vectors read straight into float32) and ``_rank`` (a
+scoped search's candidate cut and exact scores).
 
-``setup.py`` marks both optional: without a C compiler the package installs anyway and the
+``setup.py`` marks them optional: without a C compiler the package installs anyway and the
 store runs its pure-Python and numpy paths, with the same results, slower. Setting
 ``RATATOSKR_NO_ACCELERATORS=1`` makes a process run those paths even where the build
 succeeded, which is how the test suite checks them on a machine that has a compiler.
@@ -31,4 +32,5 @@ def _load(name: str) -> ModuleType | None:
 
 
 PACK: ModuleType | None = _load("ratatoskr.memory._pack")
+BODY: ModuleType | None = _load("ratatoskr.memory._body")
 RANK: ModuleType | None = _load("ratatoskr.memory.search._rank")

@@ -21,8 +21,9 @@ refused, with the same answer, because:
 - each number is correctly rounded to float64 (to the bit what orjson reads), then to
   float32 and flagged as ``_pack.c`` does, so the rules see the values they would have.
 
-Without the C accelerator (or without 128-bit integers, when every number would take the
-slow path) the body is decoded by orjson alone, as it always was.
+Without the C accelerator (no compiler at install, ``RATATOSKR_NO_ACCELERATORS=1``, or no
+128-bit integers, when every number would take the slow path) the body is decoded by orjson
+alone, as it always was.
 """
 
 from __future__ import annotations
@@ -30,17 +31,13 @@ from __future__ import annotations
 from types import ModuleType
 from typing import Any
 
+from ratatoskr.memory.accelerators import BODY
 from ratatoskr.memory.packed import PackedBatch, PackedVector
 from ratatoskr.memory.rules import F32_ROUNDS_TO_INF
 from ratatoskr.wire.envelope import decode_object
 
-SPLIT: ModuleType | None
-try:
-    from ratatoskr.memory import _body
-except ImportError:  # pragma: no cover - only where no compiler was found at install
-    SPLIT = None
-else:  # without 128-bit integers every number takes the slow path: orjson is faster
-    SPLIT = _body if _body.FAST_PATH else None
+# without 128-bit integers every number would take the slow path: orjson is faster then
+SPLIT: ModuleType | None = BODY if BODY is not None and BODY.FAST_PATH else None
 
 RECORDS, QUERY = 0, 1
 

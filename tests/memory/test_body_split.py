@@ -15,18 +15,29 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from ratatoskr.core.errors import MalformedEnvelope
-from ratatoskr.memory import body
+from ratatoskr.memory import _body, _pack, accelerators, body
 from ratatoskr.memory.packed import PackedVector
 from ratatoskr.memory.rules import F32_ROUNDS_TO_INF
-from ratatoskr.memory.vector_pack import ACCELERATED, BAD_VALUE, INEXACT
+from ratatoskr.memory.vector_pack import BAD_VALUE, INEXACT
 from ratatoskr.wire.envelope import decode_object
 
-SPLIT = body.SPLIT
+SPLIT = _body  # the C module itself: these tests hold it to orjson in every run
 
 
-def test_the_splitter_is_built() -> None:
-    """``make test`` builds it; a silent fallback would cost every batch its decode."""
-    assert SPLIT is not None and SPLIT.FAST_PATH == 1
+def test_the_splitter_is_built_and_used_unless_switched_off() -> None:
+    """``make test`` builds it (this module's import fails otherwise): a silent fallback
+    would cost every batch its decode. The wire uses it unless ``RATATOSKR_NO_ACCELERATORS``
+    asks for orjson alone."""
+    assert SPLIT.FAST_PATH == 1
+    assert (body.SPLIT is None) == accelerators.disabled()
+
+
+def decode_upsert(text: bytes) -> dict[str, Any]:
+    return body.decode_upsert(text, SPLIT)
+
+
+def decode_search(text: bytes) -> dict[str, Any]:
+    return body.decode_search(text, SPLIT)
 
 
 def exact_tree(value: Any) -> Any:
@@ -65,8 +76,7 @@ def packed_like_the_c_pass(decoded: dict[str, Any]) -> None:
         if not isinstance(vector, PackedVector):
             continue
         values = vector.values()
-        assert ACCELERATED is not None
-        packed = ACCELERATED.narrow_float_lists([values], len(values), F32_ROUNDS_TO_INF)
+        packed = _pack.narrow_float_lists([values], len(values), F32_ROUNDS_TO_INF)
         assert packed is not None
         _, narrow, flags = packed
         assert vector.batch.row(vector.index).tobytes() == narrow
@@ -216,26 +226,25 @@ def search_body(draw: st.DrawFn) -> bytes:
 @example(b'{"args":{"records":[{"id":"a","embedding":[0.1]}]}}]')
 @example(b'{"args":{"records":[{"id":"a","embedding":[0.1]}],"records":[]}}')
 def test_an_upsert_body_decodes_as_orjson_decodes_it(text: bytes) -> None:
-    split = outcome(body.decode_upsert, text)
+    split = outcome(decode_upsert, text)
     assert split == outcome(decode_object, text)
     if split[0] != "refused":
-        packed_like_the_c_pass(body.decode_upsert(text))
+        packed_like_the_c_pass(decode_upsert(text))
 
 
 @given(search_body())
 @example(b'{"wire":"0.6","verb":"search","args":{"vector":[1.0,2.5e-3],"top_k":3}}')
 def test_a_search_body_decodes_as_orjson_decodes_it(text: bytes) -> None:
-    split = outcome(body.decode_search, text)
+    split = outcome(decode_search, text)
     assert split == outcome(decode_object, text)
     if split[0] != "refused":
-        packed_like_the_c_pass(body.decode_search(text))
+        packed_like_the_c_pass(decode_search(text))
 
 
 # 8 digits at a time are read only with 8 bytes left: a number is tried at the end of a
 # body and with room after it
 @given(st.one_of(number, st.floats(allow_nan=False, allow_infinity=False).map(json_float)))
 def test_every_number_is_read_to_the_bit(text: str) -> None:
-    assert SPLIT is not None
     try:
         expected = orjson.loads(text)
     except orjson.JSONDecodeError:
@@ -248,7 +257,6 @@ def test_every_number_is_read_to_the_bit(text: str) -> None:
 
 
 def split_one(text: str, after: str = "") -> float | None:
-    assert SPLIT is not None
     doc = '{"args":{"vector":[' + text + after + "]}}"
     split = SPLIT.split_vectors(doc.encode(), body.QUERY, F32_ROUNDS_TO_INF)
     if split is None:
@@ -270,7 +278,7 @@ def test_the_common_batch_is_split_and_packed() -> None:
     records[4]["embedding"][9] = 0.1
     records[5]["embedding"][0] = 0.8837890625
     text = orjson.dumps({"wire": "0.6", "verb": "upsert_many", "args": {"records": records}})
-    decoded = body.decode_upsert(text)
+    decoded = decode_upsert(text)
     packed = [r["embedding"] for r in decoded["args"]["records"]]
     assert all(isinstance(v, PackedVector) for v in packed)
     assert [v.values() for v in packed] == [r["embedding"] for r in records]
@@ -295,13 +303,12 @@ def test_the_common_batch_is_split_and_packed() -> None:
     ],
 )
 def test_what_is_not_plainly_a_batch_goes_to_orjson_whole(text: bytes) -> None:
-    assert SPLIT is not None
     assert SPLIT.split_vectors(text, body.RECORDS, F32_ROUNDS_TO_INF) is None
 
 
 def test_a_vector_nested_deeper_is_left_to_orjson() -> None:
     text = b'{"args":{"records":[{"id":"a","embedding":[0.5],"meta":{"embedding":[0.25]}}]}}'
-    record = body.decode_upsert(text)["args"]["records"][0]
+    record = decode_upsert(text)["args"]["records"][0]
     assert isinstance(record["embedding"], PackedVector)
     assert record["meta"] == {"embedding": [0.25]}
 
