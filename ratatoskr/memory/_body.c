@@ -40,7 +40,9 @@ typedef unsigned __int128 u128;
 
 enum { INEXACT = 1, BAD_VALUE = 2, ALL_ZERO = 4 };
 enum { MODE_RECORDS = 0, MODE_QUERY = 1 };
-enum { OK = 0, BAIL = 1, FAIL = -1 }; /* FAIL: a Python exception is set */
+enum { OK = 0, BAIL = 1, FAIL = -1 }; /* FAIL: out of memory, or a Python exception set */
+/* a body this large is scanned without the GIL (beside the thread hashing it) */
+#define RELEASE_MIN_BYTES (256 * 1024)
 
 typedef const unsigned char *cursor;
 
@@ -59,10 +61,9 @@ buf_reserve(Buf *b, size_t more)
     while (cap < b->len + more) {
         cap *= 2;
     }
-    char *data = PyMem_Realloc(b->data, cap);
+    char *data = PyMem_RawRealloc(b->data, cap); /* callable without the GIL */
     if (data == NULL) {
-        PyErr_NoMemory();
-        return FAIL;
+        return FAIL; /* split_vectors raises MemoryError once it holds the GIL again */
     }
     b->data = data;
     b->cap = cap;
@@ -71,29 +72,49 @@ buf_reserve(Buf *b, size_t more)
 
 /* What a scan collects: the float32 values of every vector in one bytes object (grown in
  * place, never copied out), each vector's float64 values only when float32 does not hold
- * them (or one is out of range), kept aside in exact; per vector its flag, key byte,
- * length and span in the body. */
+ * them (or one is out of range), kept aside in exact (exact_at: where each vector's start,
+ * or -1); per vector its flag, key byte, length and span in the body. A large body is
+ * scanned without the GIL (released: the saved thread state), so the body's SHA-256 runs
+ * beside it; the rare steps that need Python (the slow number path, growing the bytes)
+ * take it back for their moment. */
 typedef struct {
     cursor start, end;
     double limit;
     int mode;
-    PyObject *narrow; /* bytes, narrow_cap long, narrow_len used */
+    PyThreadState *released; /* non-NULL while the scan runs without the GIL */
+    PyObject *narrow;        /* bytes, narrow_cap long, narrow_len used */
     Py_ssize_t narrow_len, narrow_cap;
-    PyObject *exact; /* list: bytes or None per vector */
-    Buf scratch;     /* the float64 values of the vector being read */
-    Buf flags, keys, spans, lengths; /* spans: pairs of Py_ssize_t offsets */
+    Buf scratch; /* the float64 values of the vector being read */
+    Buf exact, exact_at, flags, keys, spans, lengths; /* spans: pairs of Py_ssize_t offsets */
 } Scan;
+
+static inline void
+hold_gil(Scan *s)
+{
+    if (s != NULL && s->released != NULL) {
+        PyEval_RestoreThread(s->released);
+    }
+}
+
+static inline void
+release_gil(Scan *s)
+{
+    if (s != NULL && s->released != NULL) {
+        s->released = PyEval_SaveThread();
+    }
+}
 
 static void
 scan_free(Scan *s)
 {
     Py_CLEAR(s->narrow);
-    Py_CLEAR(s->exact);
-    PyMem_Free(s->scratch.data);
-    PyMem_Free(s->flags.data);
-    PyMem_Free(s->keys.data);
-    PyMem_Free(s->spans.data);
-    PyMem_Free(s->lengths.data);
+    PyMem_RawFree(s->scratch.data);
+    PyMem_RawFree(s->exact.data);
+    PyMem_RawFree(s->exact_at.data);
+    PyMem_RawFree(s->flags.data);
+    PyMem_RawFree(s->keys.data);
+    PyMem_RawFree(s->spans.data);
+    PyMem_RawFree(s->lengths.data);
 }
 
 static inline int
@@ -338,26 +359,28 @@ digits(cursor p, cursor end, uint64_t *w, int *count)
     return p;
 }
 
-/* Python's correctly rounded parser, on a copy of the number's text. */
+/* Python's correctly rounded parser, on a copy of the number's text (with the GIL). */
 static int
-slow_number(cursor from, cursor to, double *out)
+slow_number(Scan *s, cursor from, cursor to, double *out)
 {
     char small[64];
     size_t n = (size_t)(to - from);
-    char *text = n < sizeof(small) ? small : PyMem_Malloc(n + 1);
+    char *text = n < sizeof(small) ? small : PyMem_RawMalloc(n + 1);
     if (text == NULL) {
-        PyErr_NoMemory();
         return FAIL;
     }
     memcpy(text, from, n);
     text[n] = '\0';
     char *stop = NULL;
+    hold_gil(s);
     double value = PyOS_string_to_double(text, &stop, NULL);
+    int failed = value == -1.0 && PyErr_Occurred();
+    release_gil(s);
     int whole = stop == text + n;
     if (text != small) {
-        PyMem_Free(text);
+        PyMem_RawFree(text);
     }
-    if (value == -1.0 && PyErr_Occurred()) {
+    if (failed) {
         return FAIL;
     }
     if (!whole || isinf(value)) {
@@ -370,7 +393,7 @@ slow_number(cursor from, cursor to, double *out)
 /* One JSON number with a point or an exponent at *pp: its float64 value. BAIL on anything
  * else (an integer, bad grammar). */
 static inline __attribute__((always_inline)) int
-number(cursor *pp, cursor end, double *out)
+number(Scan *s, cursor *pp, cursor end, double *out)
 {
     cursor from = *pp, p = *pp;
     int negative = 0, count = 0, is_float = 0, exp_big = 0;
@@ -455,7 +478,7 @@ number(cursor *pp, cursor end, double *out)
 #else
     (void)exp_big;
 #endif
-    return slow_number(from, p, out);
+    return slow_number(s, from, p, out);
 }
 
 static int
@@ -466,7 +489,10 @@ narrow_room(Scan *s, Py_ssize_t values)
         return OK;
     }
     Py_ssize_t cap = s->narrow_cap * 2 > need ? s->narrow_cap * 2 : need;
-    if (_PyBytes_Resize(&s->narrow, cap) < 0) {
+    hold_gil(s);
+    int failed = _PyBytes_Resize(&s->narrow, cap) < 0;
+    release_gil(s);
+    if (failed) {
         return FAIL;
     }
     s->narrow_cap = cap;
@@ -489,7 +515,7 @@ numbers(Scan *s, cursor *pp, char key)
     }
     for (;;) {
         double value;
-        int status = number(&p, end, &value);
+        int status = number(s, &p, end, &value);
         if (status != OK) {
             return status;
         }
@@ -527,21 +553,20 @@ numbers(Scan *s, cursor *pp, char key)
         narrow[j] = single;
     }
     s->narrow_len += count * (Py_ssize_t)sizeof(float);
-    PyObject *exact = Py_None;
+    Py_ssize_t at = -1;
     if (inexact || bad) {
-        exact = PyBytes_FromStringAndSize(s->scratch.data, (Py_ssize_t)s->scratch.len);
-        if (exact == NULL) {
+        at = (Py_ssize_t)s->exact.len;
+        if (buf_reserve(&s->exact, s->scratch.len)) {
             return FAIL;
         }
+        memcpy(s->exact.data + s->exact.len, s->scratch.data, s->scratch.len);
+        s->exact.len += s->scratch.len;
     }
-    else {
-        Py_INCREF(exact);
-    }
-    int appended = PyList_Append(s->exact, exact);
-    Py_DECREF(exact);
-    if (appended < 0) {
+    if (buf_reserve(&s->exact_at, sizeof(at))) {
         return FAIL;
     }
+    memcpy(s->exact_at.data + s->exact_at.len, &at, sizeof(at));
+    s->exact_at.len += sizeof(at);
     Py_ssize_t span[2] = {*pp - s->start, p - s->start};
     char flag = (char)((inexact ? INEXACT : 0) | (bad ? BAD_VALUE : 0) | (nonzero ? 0 : ALL_ZERO));
     if (buf_reserve(&s->spans, sizeof(span)) || buf_reserve(&s->flags, 1) ||
@@ -727,6 +752,47 @@ reduced_body(Scan *s)
     return out;
 }
 
+/* Python objects of what the scan found (with the GIL): see split_vectors's docstring. */
+static PyObject *
+split_result(Scan *s)
+{
+    Py_ssize_t count = (Py_ssize_t)(s->lengths.len / sizeof(Py_ssize_t));
+    const Py_ssize_t *each = (const Py_ssize_t *)s->lengths.data;
+    const Py_ssize_t *at = (const Py_ssize_t *)s->exact_at.data;
+    PyObject *lengths = PyList_New(count);
+    PyObject *exact = PyList_New(count);
+    if (lengths == NULL || exact == NULL) {
+        goto fail;
+    }
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *n = PyLong_FromSsize_t(each[i]);
+        if (n == NULL) {
+            goto fail;
+        }
+        PyList_SET_ITEM(lengths, i, n);
+        PyObject *row = at[i] < 0 ? Py_NewRef(Py_None)
+                                  : PyBytes_FromStringAndSize(s->exact.data + at[i],
+                                                              each[i] * (Py_ssize_t)sizeof(double));
+        if (row == NULL) {
+            goto fail;
+        }
+        PyList_SET_ITEM(exact, i, row);
+    }
+    if (_PyBytes_Resize(&s->narrow, s->narrow_len) < 0) {
+        goto fail;
+    }
+    PyObject *reduced = reduced_body(s);
+    if (reduced == NULL) {
+        goto fail;
+    }
+    return Py_BuildValue("(NONNNN)", reduced, s->narrow, exact, bytes_of(&s->flags),
+                         bytes_of(&s->keys), lengths);
+fail:
+    Py_XDECREF(lengths);
+    Py_XDECREF(exact);
+    return NULL;
+}
+
 static PyObject *
 split_vectors(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -754,11 +820,13 @@ split_vectors(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
      * about that), so the float32 bytes are seldom regrown */
     s.narrow_cap = view.len / 20 * (Py_ssize_t)sizeof(float) + 64;
     s.narrow = PyBytes_FromStringAndSize(NULL, s.narrow_cap);
-    s.exact = PyList_New(0);
-    if (s.narrow == NULL || s.exact == NULL) {
-        scan_free(&s);
+    if (s.narrow == NULL) {
         PyBuffer_Release(&view);
         return NULL;
+    }
+    PyObject *probe = args[0]; /* held by the view: immutable bytes are safe to read alone */
+    if (view.len >= RELEASE_MIN_BYTES && PyBytes_CheckExact(probe)) {
+        s.released = PyEval_SaveThread();
     }
     cursor p = skip_ws(s.start, s.end);
     int found = 0;
@@ -769,29 +837,20 @@ split_vectors(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             status = BAIL;
         }
     }
+    if (s.released != NULL) {
+        PyEval_RestoreThread(s.released);
+        s.released = NULL;
+    }
     PyObject *result = NULL;
-    if (status == OK) {
-        PyObject *lengths = PyList_New((Py_ssize_t)(s.lengths.len / sizeof(Py_ssize_t)));
-        if (lengths != NULL) {
-            const Py_ssize_t *each = (const Py_ssize_t *)s.lengths.data;
-            for (Py_ssize_t i = 0; i < PyList_GET_SIZE(lengths); i++) {
-                PyObject *n = PyLong_FromSsize_t(each[i]);
-                if (n == NULL) {
-                    Py_CLEAR(lengths);
-                    break;
-                }
-                PyList_SET_ITEM(lengths, i, n);
-            }
-        }
-        if (lengths != NULL && _PyBytes_Resize(&s.narrow, s.narrow_len) == 0) {
-            result = Py_BuildValue("(NOONNN)", reduced_body(&s), s.narrow, s.exact,
-                                   bytes_of(&s.flags), bytes_of(&s.keys), lengths);
-        }
-        else {
-            Py_XDECREF(lengths);
+    if (status == FAIL) {
+        if (!PyErr_Occurred()) {
+            PyErr_NoMemory();
         }
     }
-    else if (status == BAIL) {
+    else if (status == OK) {
+        result = split_result(&s);
+    }
+    else {
         result = Py_NewRef(Py_None);
     }
     scan_free(&s);
@@ -808,7 +867,7 @@ parse_number(PyObject *module, PyObject *arg)
     }
     cursor p = view.buf, end = p + view.len;
     double value;
-    int status = number(&p, end, &value);
+    int status = number(NULL, &p, end, &value);
     PyBuffer_Release(&view);
     if (status == FAIL) {
         return NULL;

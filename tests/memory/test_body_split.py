@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import struct
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -318,3 +319,24 @@ def test_without_the_accelerator_orjson_decodes_everything() -> None:
     assert body.decode_upsert(text, None) == orjson.loads(text)
     query = body.decode_search(b'{"args":{"vector":[0.5]}}', None)["args"]["vector"]
     assert math.isclose(query[0], 0.5)
+
+
+def test_a_large_body_read_without_the_gil_decodes_the_same() -> None:
+    """Past 256 KiB the scan runs without the GIL, taking it back for the slow number path
+    and to grow its buffer (short numbers: more values than it made room for). Several at
+    once on threads, beside Python work, each decodes as orjson does."""
+    rng = np.random.default_rng(8)
+    records = []
+    for i in range(500):
+        vector = [float(x) for x in np.round(rng.standard_normal(128), 1)]  # "0.3": short
+        vector[i % 128] = 1e-30 if i % 3 else 0.1  # the slow path; a float64-only value
+        records.append({"id": f"r{i}", "embedding": vector, "scope": {"tenant": "t"}})
+    text = orjson.dumps({"wire": "0.6", "verb": "upsert_many", "args": {"records": records}})
+    assert len(text) > 256 * 1024
+    expected = exact_tree(orjson.loads(text))
+    with ThreadPoolExecutor(4) as pool:
+        decoded = list(pool.map(lambda _: exact_tree(decode_upsert(text)), range(8)))
+        busy = sum(pool.map(lambda n: sum(range(n)), [10_000] * 8))
+    assert decoded == [expected] * 8 and busy > 0
+    first = decode_upsert(text)["args"]["records"][0]["embedding"]
+    assert isinstance(first, PackedVector)
