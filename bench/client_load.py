@@ -46,8 +46,9 @@ from ratatoskr.client.encoding import envelope
 from ratatoskr.client.memory import upsert_args
 from ratatoskr.core.context import CallContext
 from ratatoskr.memory import rules
-from ratatoskr.memory.body import decode_upsert
+from ratatoskr.memory.body import split_upsert
 from ratatoskr.memory.store import open_memory_store
+from ratatoskr.wire.plane import decode_split
 
 TENANTS = 10
 USERS = 1000
@@ -167,7 +168,7 @@ def in_process(args: argparse.Namespace, data: str) -> dict[str, list[float]]:
                 lists, idempotency_key=f"own-{index}", ctx=ctx
             ),
         )
-        decoded = timed(times["decode_packed"], lambda body=body: decode_upsert(body))
+        decoded = timed(times["decode_packed"], lambda body=body: decode_split(body, split_upsert))
         a = decoded["args"]
 
         def check(a: dict[str, Any] = a, ctx: CallContext = ctx) -> rules.UpsertCall:

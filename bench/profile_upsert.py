@@ -37,7 +37,7 @@ STEPS = (
     ("  read the body (WireEndpoints._read_body)", "WireEndpoints._read_body"),
     ("h11 receiving the body's bytes", "H11Protocol.data_received"),
     ("  verify the token", "TokenVerifier.verify"),
-    ("  decode (split_vectors + orjson on the rest)", "decode_upsert"),
+    ("  decode (split_vectors + orjson on the rest)", "Plane.decode"),
     ("    orjson and the wide-integer check", "decode_object"),
     ("  wait for the body's SHA-256 (another thread)", "BodyDigest.hexdigest"),
     ("on a store thread (WireEndpoints._run)", "WireEndpoints._run"),

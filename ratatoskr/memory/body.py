@@ -1,12 +1,13 @@
-"""Decoding an ``upsert_many`` or ``search`` body with its vectors read straight into
-float32, where orjson would make a Python float of every value (~70 % of an upsert_many's
-decode: 384,000 floats for 500 x 768, each read once by the C pass that packs them).
+"""An ``upsert_many`` or ``search`` body's vectors read straight into float32, where orjson
+would make a Python float of every value (~70 % of an upsert_many's decode: 384,000 floats
+for 500 x 768, each read once by the C pass that packs them).
 
 ``_body.c``'s ``split_vectors`` parses the vectors (``args.records[i].embedding`` or
 ``.vector``; ``args.vector``) into a ``PackedBatch`` and hands back the body with each
-replaced by ``[]``; ``decode_object`` (orjson, the wide-integer check) then reads what is
-left, and each ``[]`` becomes the ``PackedVector`` of its row. The same JSON is accepted and
-refused, with the same answer, because:
+replaced by ``[]``; the wire decodes what is left as it decodes any body (orjson, the
+wide-integer check: ``wire.plane.decode_split``) and ``VectorSplit.restore`` makes each
+``[]`` the ``PackedVector`` of its row. The same JSON is accepted and refused, with the
+same answer, because:
 
 - a replaced array is a valid JSON array of numbers each with a point or an exponent, which
   lies outside any string and follows a ``:``. ``[]`` starts and ends as it does, so orjson
@@ -28,13 +29,13 @@ alone, as it always was.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
 from ratatoskr.memory.accelerators import BODY
 from ratatoskr.memory.packed import PackedBatch, PackedVector
 from ratatoskr.memory.rules import F32_ROUNDS_TO_INF
-from ratatoskr.wire.envelope import decode_object
 
 # without 128-bit integers every number would take the slow path: orjson is faster then
 SPLIT: ModuleType | None = BODY if BODY is not None and BODY.FAST_PATH else None
@@ -42,44 +43,53 @@ SPLIT: ModuleType | None = BODY if BODY is not None and BODY.FAST_PATH else None
 RECORDS, QUERY = 0, 1
 
 
-def decode_upsert(body: bytes, accelerator: ModuleType | None = SPLIT) -> dict[str, Any]:
-    """``decode_object(body)``, each record's vector a ``PackedVector`` where it can be."""
-    split = _split(body, RECORDS, accelerator)
-    if split is None:
-        return decode_object(body)
-    obj, batch = split
-    args = obj.get("args")
-    records = args.get("records") if type(args) is dict else None
-    if type(records) is not list or len(records) != len(batch.keys):
-        return decode_object(body)
-    for i, (record, key) in enumerate(zip(records, batch.keys, strict=True)):
-        if type(record) is not dict or record.get(key) != []:
-            return decode_object(body)
-        record[key] = PackedVector(batch, i)
-    return obj
+@dataclass(frozen=True)
+class VectorSplit:
+    """A body's vectors, read: ``reduced`` is the body with each replaced by ``[]``, for
+    the wire's JSON decode; ``restore`` then puts each vector back as its ``PackedVector``."""
+
+    reduced: bytes
+    batch: PackedBatch
+    mode: int
+
+    def restore(self, obj: dict[str, Any]) -> bool:
+        """Each ``[]`` of the decoded reduced body replaced by its packed vector; ``False``
+        (``obj`` untouched) when the decoded body is not of the shape the scan saw."""
+        args = obj.get("args")
+        if type(args) is not dict:
+            return False
+        keys = self.batch.keys
+        if self.mode == QUERY:
+            if args.get("vector") != [] or len(keys) != 1:
+                return False
+            args["vector"] = PackedVector(self.batch, 0)
+            return True
+        records = args.get("records")
+        if type(records) is not list or len(records) != len(keys):
+            return False
+        for record, key in zip(records, keys, strict=True):
+            if type(record) is not dict or record.get(key) != []:
+                return False
+        for i, (record, key) in enumerate(zip(records, keys, strict=True)):
+            record[key] = PackedVector(self.batch, i)
+        return True
 
 
-def decode_search(body: bytes, accelerator: ModuleType | None = SPLIT) -> dict[str, Any]:
-    """``decode_object(body)``, the query vector a ``PackedVector`` where it can be."""
-    split = _split(body, QUERY, accelerator)
-    if split is None:
-        return decode_object(body)
-    obj, batch = split
-    args = obj.get("args")
-    if type(args) is not dict or args.get("vector") != [] or len(batch.keys) != 1:
-        return decode_object(body)
-    args["vector"] = PackedVector(batch, 0)
-    return obj
+def split_upsert(body: bytes, accelerator: ModuleType | None = SPLIT) -> VectorSplit | None:
+    """The records' vectors of an ``upsert_many`` body, or ``None`` (decode it whole)."""
+    return _split(body, RECORDS, accelerator)
 
 
-def _split(
-    body: bytes, mode: int, accelerator: ModuleType | None
-) -> tuple[dict[str, Any], PackedBatch] | None:
+def split_search(body: bytes, accelerator: ModuleType | None = SPLIT) -> VectorSplit | None:
+    """The query vector of a ``search`` body, or ``None`` (decode it whole)."""
+    return _split(body, QUERY, accelerator)
+
+
+def _split(body: bytes, mode: int, accelerator: ModuleType | None) -> VectorSplit | None:
     if accelerator is None:
         return None
     split = accelerator.split_vectors(body, mode, F32_ROUNDS_TO_INF)
     if split is None:
         return None
     reduced, narrow, exact, flags, keys, lengths = split
-    obj = decode_object(reduced)  # refuses what the body would be refused for
-    return obj, PackedBatch.of(narrow, exact, flags, keys, lengths)
+    return VectorSplit(reduced, PackedBatch.of(narrow, exact, flags, keys, lengths), mode)

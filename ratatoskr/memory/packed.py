@@ -106,7 +106,7 @@ def batch_for(records: Any, dim: int) -> PackedBatch | None:
 
 def unpack(records: Any) -> None:
     """Every packed vector of ``records`` (a list of records) back to its list of floats,
-    in place: what the body held, for the checks that name a fault. ``decode_upsert``
+    in place: what the body held, for the checks that name a fault. ``body.VectorSplit``
     packs every record's vector or none, so records whose first holds none hold none."""
     if type(records) is not list or not records or not _holds_packed(records[0]):
         return

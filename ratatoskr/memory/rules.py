@@ -280,7 +280,7 @@ def check_vectors(
     not plainly valid: the caller then checks record by record, which names the first fault
     exactly as before.
 
-    ``packed``: the records' vectors as ``body.decode_upsert`` read them, already packed,
+    ``packed``: the records' vectors as ``body.split_upsert`` read them, already packed,
     checked and flagged (``packed.plain(dim)``), every value a JSON float.
 
     With the C accelerator and every value a float, one C pass packs and checks the batch
@@ -397,7 +397,7 @@ def check_query(vector: Any, dim: int) -> F32:
     floats (what a JSON body holds) is packed and checked by the C accelerator in ~1 µs,
     where the type check and numpy's conversion of a 768-number list take ~40 µs, a tenth
     of a small search; anything else, a fault (named there), or no accelerator goes through
-    ``check_vector``. A vector ``body.decode_search`` read is packed and checked already."""
+    ``check_vector``. A vector ``body.split_search`` read is packed and checked already."""
     if isinstance(vector, PackedVector):
         if vector.batch.plain(dim):
             return vector.batch.row(0)

@@ -14,7 +14,7 @@ from typing import Any
 
 from ratatoskr.core.context import CallContext
 from ratatoskr.memory import calls, rules
-from ratatoskr.memory.body import decode_search, decode_upsert
+from ratatoskr.memory.body import split_search, split_upsert
 from ratatoskr.memory.interface import MemoryVerbs
 from ratatoskr.wire import verbs as shared
 from ratatoskr.wire.plane import DEFERRED, Plane, Verb, VerbTable
@@ -139,7 +139,7 @@ def _table(dim: int) -> VerbTable:
                 args=frozenset(UPSERT_ARGS["properties"]),
                 counted=("records",),
                 args_schema=UPSERT_ARGS,
-                decode=decode_upsert,
+                split=split_upsert,
             ),
             Verb(
                 "search",
@@ -149,7 +149,7 @@ def _table(dim: int) -> VerbTable:
                 args=frozenset(SEARCH_ARGS["properties"]),
                 counted=("scope_any",),
                 args_schema=SEARCH_ARGS,
-                decode=decode_search,
+                split=split_search,
             ),
             Verb(
                 "get",

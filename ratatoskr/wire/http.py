@@ -207,14 +207,13 @@ class WireEndpoints:
             return _error_response(internal, plane, record.request_id)
 
     def _decode_bound(self, plane: str, token: VerifiedToken, body: bytes) -> dict[str, Any]:
-        """Step 3, the body's binding, then the envelope's JSON (the decoder of the verb
+        """Step 3, the body's binding, then the envelope's JSON (with the split of the verb
         the token names). The hash of a large body runs on another thread beside the
         decode; a mismatch is the answer whatever the decode found, as when it ran first."""
         digest = BodyDigest(body)
         served = self.planes.get(plane)
-        decode = served.decoder(token.verb) if served is not None else decode_object
         try:
-            obj = decode(body)
+            obj = served.decode(token.verb, body) if served is not None else decode_object(body)
         except Exception:
             self.verifier.check_digest(token, digest.hexdigest())
             raise

@@ -11,16 +11,39 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from ratatoskr.core.context import CallContext
 from ratatoskr.core.errors import InvalidArguments, UnknownVerb, Unsupported
 from ratatoskr.wire.envelope import decode_object
 
 Prepare = Callable[[Mapping[str, Any], CallContext], Any]
-Decode = Callable[[bytes], dict[str, Any]]
 Execute = Callable[[Any, Any, CallContext], Any]
 Describe = Callable[[Any], dict[str, Any]]
+
+
+class BodySplit(Protocol):
+    """Part of a body a verb read itself (memory: the vectors, into float32): the rest,
+    ``reduced``, is decoded as any body is, then ``restore`` puts the part back; ``False``
+    when the decoded rest is not the shape the split saw (the body is decoded whole)."""
+
+    @property
+    def reduced(self) -> bytes: ...
+    def restore(self, obj: dict[str, Any]) -> bool: ...
+
+
+Split = Callable[[bytes], BodySplit | None]
+
+
+def decode_split(body: bytes, split: Split | None) -> dict[str, Any]:
+    """``decode_object(body)``, with the part ``split`` reads put back in place. A split
+    must leave a body that is valid JSON exactly when ``body`` is (the memory plane's
+    replaces arrays of numbers by ``[]``), so a refusal is the same refusal."""
+    parts = split(body) if split is not None else None
+    if parts is None:
+        return decode_object(body)
+    obj = decode_object(parts.reduced)
+    return obj if parts.restore(obj) else decode_object(body)
 
 
 class Deferred:
@@ -45,8 +68,8 @@ class Verb:
     ``args`` lists the argument keys the verb takes (any other key is invalid); ``counted``
     names list arguments whose length the call log records; ``args_schema`` documents the
     arguments in the OpenAPI description; ``quick`` is the bounded execute above;
-    ``decode`` reads the verb's body in place of ``decode_object``, accepting and refusing
-    exactly what it does (memory: the vectors read straight into float32).
+    ``split`` reads part of the verb's body itself before the JSON decode (memory: the
+    vectors straight into float32; see ``decode_split``).
     """
 
     name: str
@@ -57,7 +80,7 @@ class Verb:
     counted: tuple[str, ...] = ()
     args_schema: Mapping[str, Any] = field(default_factory=dict)
     quick: Execute | None = None
-    decode: Decode | None = None
+    split: Split | None = None
 
     def __post_init__(self) -> None:
         if self.quick is not None and self.mutating:
@@ -109,12 +132,10 @@ class Plane:
             raise Unsupported(f"this store does not advertise the verb {name}")
         raise UnknownVerb(f"the {self.name} plane has no such verb")
 
-    def decoder(self, name: str) -> Decode:
-        """How a body for the verb ``name`` (the token's claim) is decoded."""
-        for verb in self.table.verbs:
-            if verb.name == name and verb.decode is not None:
-                return verb.decode
-        return decode_object
+    def decode(self, name: str, body: bytes) -> dict[str, Any]:
+        """A body for the verb ``name`` (the token's claim), decoded with the verb's split."""
+        found = next((v for v in self.table.verbs if v.name == name), None)
+        return decode_split(body, found.split if found is not None else None)
 
     def prepare(self, verb: Verb, args: Mapping[str, Any], ctx: CallContext) -> Any:
         unknown = set(args) - verb.args

@@ -14,7 +14,8 @@ from starlette.testclient import TestClient
 
 from ratatoskr.affect.verbs import AFFECT_TABLE
 from ratatoskr.core.context import CallContext
-from ratatoskr.memory.body import decode_search, decode_upsert
+from ratatoskr.memory.body import split_search, split_upsert
+from ratatoskr.memory.packed import PackedVector
 from ratatoskr.memory.store import RatatoskrMemoryStore, open_memory_store
 from ratatoskr.memory.verbs import memory_plane
 from ratatoskr.wire.envelope import decode_object
@@ -126,10 +127,13 @@ def test_a_packed_vector_that_is_not_valid_is_refused_as_before(
 
 
 def test_only_the_memory_plane_reads_its_vectors_packed(store: RatatoskrMemoryStore) -> None:
-    memory = memory_plane(store)
-    assert memory.decoder("upsert_many") is decode_upsert
-    assert memory.decoder("search") is decode_search
-    assert memory.decoder("get_many") is decode_object
-    assert memory.decoder("no_such_verb") is decode_object
-    affect = Plane(AFFECT_TABLE, store)  # the table alone decides how bodies are read
-    assert {affect.decoder(v) for v in AFFECT_TABLE.verb_names} == {decode_object}
+    splits = {v.name: v.split for v in memory_plane(store).table.verbs}
+    assert splits.pop("upsert_many") is split_upsert
+    assert splits.pop("search") is split_search
+    assert set(splits.values()) == {None}
+    assert {v.split for v in AFFECT_TABLE.verbs} == {None}  # states' opaque fields untouched
+    text = b'{"args":{"records":[{"id":"a","embedding":[0.5]}]}}'
+    packed = memory_plane(store).decode("upsert_many", text)["args"]["records"][0]
+    assert isinstance(packed["embedding"], PackedVector)
+    affect = Plane(AFFECT_TABLE, store)
+    assert affect.decode("put_many", text) == decode_object(text)
