@@ -6,11 +6,11 @@ one run:
 1. ``upsert_many`` of ``--chunks`` chunks in batches of ``--batch`` x ``--dim`` through
    ``Client`` (one caller, float32 numpy vectors): chunks/s end to end, and each batch's
    server time from the server's own call log (``duration_ms`` of its ``bifrost.call`` line);
-2. the same batches in this process: the body's ``orjson.loads`` and SHA-256 (the decode
-   and hash of a plain JSON server) and the store's own ``upsert_many`` on a file of its
-   own, so the server time is set beside ``decode + hash + store`` and beside the store
-   alone; and the steps of the server's path one by one (its decode, its argument checks
-   on the packed vectors, the write);
+2. each batch again in this process right after it was sent: the body's ``orjson.loads``
+   and SHA-256 (the decode and hash of a plain JSON server) and the store's own
+   ``upsert_many`` on a file of its own, so the server time is set beside ``decode + hash +
+   store`` and beside the store alone; and the steps of the server's path one by one (its
+   decode, its argument checks on the packed vectors, the write);
 3. scoped searches (one ``end_user`` of 1,000: 100 rows of 100,000): the p50 through
    ``Client`` at concurrency 1 beside ``bench.http_load``'s raw-socket round trip, and
    searches/s through ``AsyncClient`` at ``--concurrency`` beside the raw sockets at the
@@ -123,12 +123,22 @@ def server_times(log: Path, prefix: str) -> dict[str, float]:
     return times
 
 
-# -- 1. upserts over HTTP -------------------------------------------------------------------
+# -- 1 and 2. each batch over HTTP, then in this process -----------------------------------
 
 
-def load(client: Client, args: argparse.Namespace) -> tuple[float, list[str]]:
-    """Every batch through the client, as its tenant; chunks/s and the request ids."""
+def upserts(
+    client: Client, args: argparse.Namespace, data: str
+) -> tuple[float, list[str], dict[str, list[float]]]:
+    """Every batch through the client as its tenant, then at once the same batch here (so
+    both see the machine as it is at that moment): the plain JSON decode and the hash of its
+    body, the store's own upsert_many of its lists, and the server's steps (its decode, its
+    checks, its write) on files of their own. Client chunks/s, the request ids, the times."""
     clients = {f"t{t}": client.with_scope({"tenant": f"t{t}"}) for t in range(TENANTS)}
+    own = open_memory_store(os.path.join(data, "own.db"), embedding_dim=args.dim)
+    steps = open_memory_store(os.path.join(data, "steps.db"), embedding_dim=args.dim)
+    times: dict[str, list[float]] = {
+        k: [] for k in ("loads", "sha256", "store", "decode_packed", "check_packed", "write")
+    }
     ids = []
     spent = 0.0
     for index in range(args.chunks // args.batch):
@@ -139,26 +149,10 @@ def load(client: Client, args: argparse.Namespace) -> tuple[float, list[str]]:
         clients[tenant].call("memory", "upsert_many", wire_args, request_id=request_id)
         spent += time.perf_counter() - started
         ids.append(request_id)
-    return args.chunks / spent, ids
-
-
-# -- 2. the same batches in this process ----------------------------------------------------
-
-
-def in_process(args: argparse.Namespace, data: str) -> dict[str, list[float]]:
-    """Per batch: the plain JSON decode and hash of its body, the store's own upsert_many on
-    its lists, and the server's steps (its decode, its checks, its write) on a second file."""
-    own = open_memory_store(os.path.join(data, "own.db"), embedding_dim=args.dim)
-    steps = open_memory_store(os.path.join(data, "steps.db"), embedding_dim=args.dim)
-    times: dict[str, list[float]] = {
-        k: [] for k in ("loads", "sha256", "store", "decode_packed", "check_packed", "write")
-    }
-    for index in range(args.chunks // args.batch):
-        tenant, records = batch_records(index, args.batch, args.dim)
         ctx = CallContext(actor="bench", scope={"tenant": tenant})
         body = envelope("upsert_many", upsert_args(records, f"own-{index}", None, None))
         lists = as_lists(records)
-        del records
+        del records, wire_args
         gc.collect()
         timed(times["sha256"], lambda body=body: hashlib.sha256(body).hexdigest())
         timed(times["loads"], lambda body=body: orjson.loads(body))
@@ -180,7 +174,7 @@ def in_process(args: argparse.Namespace, data: str) -> dict[str, list[float]]:
         timed(times["write"], lambda call=call, ctx=ctx: steps.upsert_parsed(call, ctx))
     own.close()
     steps.close()
-    return times
+    return args.chunks / spent, ids, times
 
 
 def timed(into: list[float], step: Any) -> Any:
@@ -265,7 +259,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             wait_ready(url, time.monotonic() + 60)
             with Client(url, key=key, scope={"tenant": "t0"}) as client:
-                rate, request_ids = load(client, args)
+                rate, request_ids, steps = upserts(client, args, data)
                 served = server_times(log, "bench-upsert-")
                 server_ms = [served[r] for r in request_ids if r in served]
                 print(f"loaded {args.chunks:,} chunks through Client at {rate:,.0f} chunks/s")
@@ -296,7 +290,6 @@ def main(argv: Sequence[str] | None = None) -> int:
                                 async_rate(url, key, args.dim, args.duration, args.concurrency)
                             )
                         cpu[side] += used_cpu() - started
-            steps = in_process(args, data)
         finally:
             os.killpg(server.pid, signal.SIGTERM)
             server.wait(timeout=60)
