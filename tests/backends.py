@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import psycopg
 
@@ -189,6 +190,21 @@ BACKENDS: dict[str, Backend] = {
     "postgresql": POSTGRESQL,
     "postgresql-partitioned": POSTGRESQL_PARTITIONED,
 }
+
+
+def serve_env(name: str, *, pg_options: str = "") -> dict[str, str]:
+    """The settings that put both planes of a ``ratatoskr serve`` on backend ``name``
+    (files in the server's root for SQLite, the default); ``pg_options`` adds PostgreSQL
+    session settings (``-clock_timeout=100``) to the URL."""
+    if name == "sqlite":
+        return {}
+    url = postgres_schema("serve")
+    if pg_options:
+        url = url.replace("options=", "options=" + quote(pg_options + " ", safe=""), 1)
+    env = {"RATATOSKR_MEMORY_DB": url, "RATATOSKR_AFFECT_DB": url}
+    if name == "postgresql-partitioned":
+        env["RATATOSKR_PG_TENANT_PARTITIONS"] = str(PARTITIONED.tenant_partitions)
+    return env
 
 
 def selected() -> list[str]:

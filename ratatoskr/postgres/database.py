@@ -123,6 +123,8 @@ def unreachable_reason(exc: BaseException) -> str:
         return "the disk holding the database is full"
     if isinstance(exc, psycopg.errors.ReadOnlySqlTransaction):
         return "the database is read-only (a standby?)"
+    if isinstance(exc, psycopg.errors.LockNotAvailable):
+        return "a lock the call needs is held elsewhere past the session's lock_timeout"
     return "PostgreSQL cannot be reached"
 
 

@@ -1,5 +1,6 @@
-"""A real ``ratatoskr serve`` (gunicorn, 2 workers) for the client tests, and a client of it
-(an ``AsyncClient`` test makes its own inside ``asyncio.run``).
+"""A real ``ratatoskr serve`` (gunicorn, 2 workers) for the client tests on each storage
+backend (``tests/backends.py``), and a client of it (an ``AsyncClient`` test makes its own
+inside ``asyncio.run``).
 
 One server for the package: each test writes under a tenant of its own (``tenant``), as
 an actor of the same name (idempotency keys are per actor), with ids of its own, so tests
@@ -16,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from ratatoskr.client import Client
+from tests.backends import selected, serve_env
 from tests.server.harness import KEY, Server
 
 MAX_BODY = 256 * 1024
@@ -27,10 +29,17 @@ SERVER_ENV = {
 _tenants = itertools.count()
 
 
+@pytest.fixture(scope="package", params=selected())
+def backend_name(request: pytest.FixtureRequest) -> str:
+    """The backend the package's server (and the stores it is compared with) run on."""
+    name: str = request.param
+    return name
+
+
 @pytest.fixture(scope="package")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+def server(backend_name: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     root: Path = tmp_path_factory.mktemp("client-server")
-    served = Server(root, env=SERVER_ENV)
+    served = Server(root, env={**SERVER_ENV, **serve_env(backend_name)})
     try:
         yield served.start()
         assert served.terminate() == 0

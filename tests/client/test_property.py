@@ -1,5 +1,6 @@
 """The same calls through ``Client`` (a real server, over HTTP) and on the stores themselves
-(in this process, over files of their own) give the same results and the same errors.
+(in this process, in a place of their own on the server's backend) give the same results
+and the same errors.
 
 Each example runs as a fresh tenant and actor on both sides, so their states start equal
 and stay apart from every other example's. Cursors are compared by whether there is one:
@@ -18,22 +19,20 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ratatoskr.affect.store import RatatoskrAffectStore, open_affect_store
 from ratatoskr.client import Client, RatatoskrError
 from ratatoskr.core.context import CallContext
 from ratatoskr.core.errors import BifrostError
-from ratatoskr.memory.store import RatatoskrMemoryStore, open_memory_store
+from tests.backends import BACKENDS
 from tests.server.harness import DIM, KEY, Server
 
 _examples = itertools.count()
 
 
 class Stores:
-    def __init__(self, root: Path) -> None:
-        self.memory: RatatoskrMemoryStore = open_memory_store(
-            str(root / "memory.db"), embedding_dim=DIM
-        )
-        self.affect: RatatoskrAffectStore = open_affect_store(str(root / "affect.db"))
+    def __init__(self, backend_name: str, root: Path) -> None:
+        backend = BACKENDS[backend_name]
+        self.memory: Any = backend.memory(backend.fresh(root, "memory"), embedding_dim=DIM)
+        self.affect: Any = backend.affect(backend.fresh(root, "affect"))
 
     def close(self) -> None:
         self.memory.close()
@@ -41,8 +40,8 @@ class Stores:
 
 
 @pytest.fixture(scope="module")
-def stores(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stores]:
-    own = Stores(tmp_path_factory.mktemp("own-stores"))
+def stores(backend_name: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stores]:
+    own = Stores(backend_name, tmp_path_factory.mktemp("own-stores"))
     yield own
     own.close()
 

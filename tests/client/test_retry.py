@@ -1,21 +1,26 @@
-"""Retries against a real server answering 503 because another process holds its memory
-file's write lock: the same body (so the same idempotency key) with a fresh token each
-time, until the lock goes and the write lands once; nothing but a retryable error is
-retried, and the client's log names the error, never the content."""
+"""Retries against a real server answering 503 because another holds its memory store's
+write lock (another process the SQLite file's, another session PostgreSQL's table lock,
+which the server's ``lock_timeout`` turns into a refusal): the same body (so the same
+idempotency key) with a fresh token each time, until the lock goes and the write lands
+once; nothing but a retryable error is retried, and the client's log names the error,
+never the content."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import subprocess
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import httpx
+import psycopg
 import pytest
 
 from ratatoskr.client import AsyncClient, Client, InvalidArguments, Retry, Unavailable
+from tests.backends import serve_env
 from tests.lock_holder import holding_the_lock
 from tests.server.harness import KEY, Server, poll, vec
 
@@ -24,9 +29,10 @@ PATIENT = Retry(attempts=60, base_delay=0.02, max_delay=0.1)
 
 
 @pytest.fixture(scope="module")
-def locked_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+def locked_server(backend_name: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     root = tmp_path_factory.mktemp("locked")
     env = {"RATATOSKR_SQLITE_BUSY_TIMEOUT_MS": "100", "RATATOSKR_AUTH_TARPIT_MS": "0"}
+    env.update(serve_env(backend_name, pg_options="-clock_timeout=100"))
     server = Server(root, env=env)
     try:
         yield server.start()
@@ -61,8 +67,31 @@ def records(prefix: str) -> list[dict[str, Any]]:
     ]
 
 
-def memory_db(server: Server) -> Path:
-    return server.root / "data" / "memory.db"
+class Holder:
+    """The memory store's write lock, held by another until ``release``."""
+
+    def __init__(self, server: Server) -> None:
+        location = server.env["RATATOSKR_MEMORY_DB"]
+        self.process: subprocess.Popen[bytes] | None = None
+        self.session: psycopg.Connection[Any] | None = None
+        if location.startswith("postgresql://"):
+            self.session = psycopg.connect(location)
+            self.session.execute("LOCK TABLE memory_chunks IN EXCLUSIVE MODE")
+        else:
+            self.process = holding_the_lock(Path(location))
+
+    def release(self) -> None:
+        if self.session is not None:
+            self.session.rollback()
+            self.session.close()
+        if self.process is not None:
+            self.process.communicate(b"", timeout=10)
+
+    def kill(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+        if self.session is not None and not self.session.closed:
+            self.session.close()
 
 
 def test_a_locked_store_is_retried_until_the_write_lands(
@@ -72,7 +101,7 @@ def test_a_locked_store_is_retried_until_the_write_lands(
     http = httpx.Client(base_url=locked_server.url, event_hooks={"request": [sent.note]})
     with Client(locked_server.url, key=KEY, scope={"tenant": "t"}, retry=PATIENT, http=http) as c:
         c.handshake()
-        holder = holding_the_lock(memory_db(locked_server))
+        holder = Holder(locked_server)
         try:
             with (
                 caplog.at_level(logging.WARNING, logger="ratatoskr.client"),
@@ -82,12 +111,11 @@ def test_a_locked_store_is_retried_until_the_write_lands(
                     c.memory.upsert_many, records("sync"), idempotency_key="locked"
                 )
                 poll(lambda: len(sent.attempts) >= 3 or None, 30, "three refused attempts")
-                holder.communicate(b"", timeout=10)
+                holder.release()
                 result = pending.result(timeout=30)
                 attempts = list(sent.attempts)
         finally:
-            if holder.poll() is None:
-                holder.kill()
+            holder.kill()
         assert result == {"upserted": 5, "replayed": False}
         assert [r["revision"] for r in c.memory.get_many([f"sync-{i}" for i in range(5)])] == [
             1
@@ -112,14 +140,15 @@ def test_without_retries_the_503_is_raised(locked_server: Server) -> None:
     http = httpx.Client(base_url=locked_server.url, event_hooks={"request": [sent.note]})
     with Client(locked_server.url, key=KEY, scope={"tenant": "t"}, retry=0, http=http) as c:
         c.handshake()
-        holder = holding_the_lock(memory_db(locked_server))
+        holder = Holder(locked_server)
         try:
             with pytest.raises(Unavailable) as caught:
                 c.memory.upsert_many(records("once"), idempotency_key="once")
         finally:
-            holder.communicate(b"", timeout=10)
+            holder.release()
     error = caught.value
     assert (error.code, error.status, error.retryable) == ("memory.unavailable", 503, True)
+    assert "lock" in error.message  # the reason says what is going on, on either backend
     assert len(sent.attempts) == 1
 
 
@@ -145,7 +174,7 @@ def test_the_async_client_retries_too(locked_server: Server) -> None:
             locked_server.url, key=KEY, scope=scope, retry=PATIENT, http=http
         ) as c:
             await c.handshake()
-            holder = holding_the_lock(memory_db(locked_server))
+            holder = Holder(locked_server)
             try:
                 task = asyncio.create_task(
                     c.memory.upsert_many(records("async"), idempotency_key="async")
@@ -155,7 +184,7 @@ def test_the_async_client_retries_too(locked_server: Server) -> None:
                     assert asyncio.get_running_loop().time() < deadline, "no refused attempts"
                     await asyncio.sleep(0.02)
             finally:
-                holder.communicate(b"", timeout=10)
+                holder.release()
             result = await asyncio.wait_for(task, 30)
             await http.aclose()
             return result

@@ -8,16 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.backends import postgres_schema, selected
+from tests.backends import selected
+from tests.backends import serve_env as backend_env
 from tests.server.harness import Server
-
-
-def backend_env(backend: str) -> dict[str, str]:
-    """The settings that put both planes on ``backend`` (files in the root by default)."""
-    if backend == "sqlite":
-        return {}
-    url = postgres_schema("serve")
-    return {"RATATOSKR_MEMORY_DB": url, "RATATOSKR_AFFECT_DB": url}
 
 
 @pytest.fixture(scope="module", params=selected())

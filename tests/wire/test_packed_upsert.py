@@ -1,6 +1,7 @@
 """An upsert over HTTP, its vectors read straight into float32, stores what the store's own
 ``upsert_many`` stores for the same records: the same rows to the byte, the same digest
-(a retry through either path is a replay), and a search answers the same."""
+(a retry through either path is a replay), and a search answers the same, on every
+backend (the twin is a second store of the same backend)."""
 
 from __future__ import annotations
 
@@ -16,21 +17,24 @@ from ratatoskr.affect.verbs import AFFECT_TABLE
 from ratatoskr.core.context import CallContext
 from ratatoskr.memory.body import split_search, split_upsert
 from ratatoskr.memory.packed import PackedVector
-from ratatoskr.memory.store import RatatoskrMemoryStore, open_memory_store
+from ratatoskr.memory.store import RatatoskrMemoryStore
 from ratatoskr.memory.verbs import memory_plane
 from ratatoskr.wire.envelope import decode_object
 from ratatoskr.wire.plane import Plane
+from tests.backends import Backend
 from tests.wire.helpers import DIM, TENANT, call, ok
 
+# the stored row, as each backend keeps it (PostgreSQL's vector column read as its text)
 ROWS = (
-    "SELECT chunk_id, revision, scope_json, embedding, vector_key, vector_f64, record_json "
+    "SELECT chunk_id, revision, scope_json, {embedding}, vector_key, vector_f64, record_json "
     "FROM memory_chunks ORDER BY chunk_id"
 )
+DIGESTS = "SELECT digest FROM memory_idempotency ORDER BY digest"
 
 
 @pytest.fixture
-def twin(tmp_path: Path) -> Iterator[RatatoskrMemoryStore]:
-    s = open_memory_store(str(tmp_path / "twin.db"), embedding_dim=DIM)
+def twin(backend: Backend, tmp_path: Path) -> Iterator[Any]:
+    s = backend.memory(backend.fresh(tmp_path, "twin"), embedding_dim=DIM)
     yield s
     s.close()
 
@@ -53,18 +57,28 @@ def batch() -> list[dict[str, Any]]:
     return records
 
 
-def rows(store: RatatoskrMemoryStore) -> list[tuple[Any, ...]]:
-    with store.db.read() as conn:
-        return [tuple(row) for row in conn.execute(ROWS).fetchall()]
+def select(store: Any, sql: str) -> list[tuple[Any, ...]]:
+    """``sql``'s rows from the store's own tables, on either backend."""
+    if isinstance(store, RatatoskrMemoryStore):
+        with store.db.read() as conn:
+            return [tuple(row) for row in conn.execute(sql.format(embedding="embedding"))]
+    text = sql.format(embedding="embedding::text")
+    found: list[tuple[Any, ...]] = store.db.read(
+        lambda conn: [tuple(row) for row in conn.execute(text).fetchall()]
+    )
+    return found
 
 
-def digests(store: RatatoskrMemoryStore) -> list[str]:
-    with store.db.read() as conn:
-        return [row[0] for row in conn.execute("SELECT digest FROM memory_idempotency")]
+def rows(store: Any) -> list[tuple[Any, ...]]:
+    return select(store, ROWS)
+
+
+def digests(store: Any) -> list[str]:
+    return [row[0] for row in select(store, DIGESTS)]
 
 
 def test_http_and_the_store_itself_store_the_same(
-    client: TestClient, store: RatatoskrMemoryStore, twin: RatatoskrMemoryStore
+    client: TestClient, store: Any, twin: Any
 ) -> None:
     records = batch()
     args = {"records": records, "idempotency_key": "turn-1"}
@@ -91,9 +105,7 @@ def test_http_and_the_store_itself_store_the_same(
     assert str(got[2]["embedding"][0]) == "-0.0"
 
 
-def test_a_search_over_http_answers_as_the_store_itself(
-    client: TestClient, store: RatatoskrMemoryStore
-) -> None:
+def test_a_search_over_http_answers_as_the_store_itself(client: TestClient, store: Any) -> None:
     args = {"records": batch(), "idempotency_key": "turn-1"}
     ok(call(client, "upsert_many", args))
     query = np.random.default_rng(5).standard_normal(DIM).astype(np.float32).tolist()
@@ -112,7 +124,7 @@ def test_a_search_over_http_answers_as_the_store_itself(
     ],
 )
 def test_a_packed_vector_that_is_not_valid_is_refused_as_before(
-    client: TestClient, store: RatatoskrMemoryStore, vector: list[float], message: str
+    client: TestClient, store: Any, vector: list[float], message: str
 ) -> None:
     records = batch()
     records[7]["embedding"] = vector
@@ -126,7 +138,7 @@ def test_a_packed_vector_that_is_not_valid_is_refused_as_before(
     assert rows(store) == []
 
 
-def test_only_the_memory_plane_reads_its_vectors_packed(store: RatatoskrMemoryStore) -> None:
+def test_only_the_memory_plane_reads_its_vectors_packed(store: Any) -> None:
     splits = {v.name: v.split for v in memory_plane(store).table.verbs}
     assert splits.pop("upsert_many") is split_upsert
     assert splits.pop("search") is split_search
