@@ -38,12 +38,13 @@ console-screenshots: $(STAMP)
 # 100k x 768 (with Chroma and LanceDB when the optional extra is installed:
 # pip install -e '.[peers]'; without it they are skipped), then 1M x 384, then upsert_many
 # from 1 and 2 processes and the HTTP load test (their figures are printed; the notes of
-# docs/performance.md quote them). ~25 min in all.
+# docs/performance.md quote them), then the client bench. ~30 min in all.
 bench: $(STAMP)
 	$(PY) -m bench.memory_search --peers
 	$(MAKE) bench-1m
 	$(MAKE) bench-writers
 	$(MAKE) bench-http
+	$(MAKE) bench-client
 
 bench-quick: $(STAMP)
 	$(PY) -m bench.memory_search --quick
