@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from types import TracebackType
 from typing import Any, Protocol
 
 import httpx
 
 from ratatoskr.client.affect import AsyncAffectAPI
-from ratatoskr.client.base import ClientBase, url_from_env
+from ratatoskr.client.base import ClientBase
 from ratatoskr.client.errors import RatatoskrError, TransportFailed
 from ratatoskr.client.http11 import AsyncHttp11Pool, AsyncHttpxTransport
 from ratatoskr.client.memory import AsyncMemoryAPI
@@ -80,23 +79,6 @@ class AsyncClient(ClientBase):
         self.memory = AsyncMemoryAPI(self.call)
         self.affect = AsyncAffectAPI(self.call)
         self._handshaking = asyncio.Lock()  # concurrent first calls fetch it once
-
-    @classmethod
-    def from_env(
-        cls,
-        base_url: str | None = None,
-        *,
-        scope: Mapping[str, str],
-        actor: str = DEFAULT_ACTOR,
-        kid: str | None = None,
-        env: Mapping[str, str] | None = None,
-        cwd: Path | None = None,
-        **options: Any,
-    ) -> AsyncClient:
-        """As ``Client.from_env``."""
-        key = cls.env_key(env, kid, cwd)
-        url = base_url or url_from_env(env)
-        return cls(url, key=key, scope=scope, actor=actor, kid=kid, **options)
 
     def with_scope(self, scope: Mapping[str, str], actor: str | None = None) -> AsyncClient:
         """The same key for another scope (and actor), on the same connections."""

@@ -7,7 +7,7 @@ import os
 import random
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 from ratatoskr.client.tokens import (
     DEFAULT_ACTOR,
@@ -72,9 +72,24 @@ class ClientBase:
         self.catalog: Catalog | None = None
         self.rng = random.Random()
 
-    @staticmethod
-    def env_key(env: Mapping[str, str] | None, kid: str | None, cwd: Path | None) -> bytes:
-        return key_from_env(env, kid, cwd)
+    @classmethod
+    def from_env(
+        cls,
+        base_url: str | None = None,
+        *,
+        scope: Mapping[str, str],
+        actor: str = DEFAULT_ACTOR,
+        kid: str | None = None,
+        env: Mapping[str, str] | None = None,
+        cwd: Path | None = None,
+        **options: Any,
+    ) -> Self:
+        """A client with the key ``ratatoskr call`` reads (``RATATOSKR_HEIMDALL_KEY``,
+        ``..._KEY_FILE``, ``..._KEYS_FILE`` with ``kid``, else ``./data/heimdall.key``)
+        and the URL of ``RATATOSKR_URL`` (else ``http://127.0.0.1:$RATATOSKR_PORT``)."""
+        key = key_from_env(env, kid, cwd)
+        url = base_url or url_from_env(env)
+        return cls(url, key=key, scope=scope, actor=actor, kid=kid, **options)
 
     def _scoped_settings(self, scope: Mapping[str, str], actor: str | None) -> dict[str, Any]:
         if not isinstance(self.tokens, KeyMinter):

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from types import TracebackType
 from typing import Any, Protocol
 
 import httpx
 
 from ratatoskr.client.affect import AffectAPI
-from ratatoskr.client.base import ClientBase, url_from_env
+from ratatoskr.client.base import ClientBase
 from ratatoskr.client.errors import RatatoskrError, TransportFailed
 from ratatoskr.client.http11 import Http11Pool, HttpxTransport
 from ratatoskr.client.memory import MemoryAPI
@@ -88,25 +87,6 @@ class Client(ClientBase):
         self._owns_transport = http is None
         self.memory = MemoryAPI(self.call)
         self.affect = AffectAPI(self.call)
-
-    @classmethod
-    def from_env(
-        cls,
-        base_url: str | None = None,
-        *,
-        scope: Mapping[str, str],
-        actor: str = DEFAULT_ACTOR,
-        kid: str | None = None,
-        env: Mapping[str, str] | None = None,
-        cwd: Path | None = None,
-        **options: Any,
-    ) -> Client:
-        """A client with the key ``ratatoskr call`` reads (``RATATOSKR_HEIMDALL_KEY``,
-        ``..._KEY_FILE``, ``..._KEYS_FILE`` with ``kid``, else ``./data/heimdall.key``)
-        and the URL of ``RATATOSKR_URL`` (else ``http://127.0.0.1:$RATATOSKR_PORT``)."""
-        key = cls.env_key(env, kid, cwd)
-        url = base_url or url_from_env(env)
-        return cls(url, key=key, scope=scope, actor=actor, kid=kid, **options)
 
     def with_scope(self, scope: Mapping[str, str], actor: str | None = None) -> Client:
         """The same key for another scope (and actor), on the same connections."""
