@@ -3,10 +3,11 @@ and iterators that follow ``next_cursor`` to the end (``iter_list``, ``iter_even
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from typing import Any
 
 from ratatoskr.client.encoding import drop_none
+from ratatoskr.client.planes import AsyncPlaneAPI, PlaneAPI
 
 PLANE = "affect"
 Scope = Mapping[str, str]
@@ -40,11 +41,10 @@ def append_args(
     )
 
 
-class AffectAPI:
+class AffectAPI(PlaneAPI):
     """The affect verbs of a ``Client``."""
 
-    def __init__(self, call: Callable[[str, str, dict[str, Any]], Any]) -> None:
-        self._call = call
+    PLANE = PLANE
 
     def put_many(
         self,
@@ -61,10 +61,6 @@ class AffectAPI:
 
     def get(self, id: str) -> dict[str, Any] | None:
         found: dict[str, Any] | None = self._call(PLANE, "get", {"id": id})
-        return found
-
-    def get_many(self, ids: Sequence[str]) -> list[dict[str, Any]]:
-        found: list[dict[str, Any]] = self._call(PLANE, "get_many", {"ids": list(ids)})
         return found
 
     def list(
@@ -97,10 +93,6 @@ class AffectAPI:
             cursor = page.get("next_cursor")
             if cursor is None:
                 return
-
-    def delete_many(self, ids: Sequence[str]) -> dict[str, int]:
-        result: dict[str, int] = self._call(PLANE, "delete_many", {"ids": list(ids)})
-        return result
 
     def append_events(
         self,
@@ -165,20 +157,11 @@ class AffectAPI:
             if cursor is None:
                 return
 
-    def describe_store(self) -> dict[str, Any]:
-        result: dict[str, Any] = self._call(PLANE, "describe_store", {})
-        return result
 
-    def health(self) -> dict[str, Any]:
-        result: dict[str, Any] = self._call(PLANE, "health", {})
-        return result
-
-
-class AsyncAffectAPI:
+class AsyncAffectAPI(AsyncPlaneAPI):
     """The affect verbs of an ``AsyncClient``: the same as ``AffectAPI``, awaited."""
 
-    def __init__(self, call: Callable[[str, str, dict[str, Any]], Awaitable[Any]]) -> None:
-        self._call = call
+    PLANE = PLANE
 
     async def put_many(
         self,
@@ -194,10 +177,6 @@ class AsyncAffectAPI:
 
     async def get(self, id: str) -> dict[str, Any] | None:
         found: dict[str, Any] | None = await self._call(PLANE, "get", {"id": id})
-        return found
-
-    async def get_many(self, ids: Sequence[str]) -> list[dict[str, Any]]:
-        found: list[dict[str, Any]] = await self._call(PLANE, "get_many", {"ids": list(ids)})
         return found
 
     async def list(
@@ -229,10 +208,6 @@ class AsyncAffectAPI:
             cursor = page.get("next_cursor")
             if cursor is None:
                 return
-
-    async def delete_many(self, ids: Sequence[str]) -> dict[str, int]:
-        result: dict[str, int] = await self._call(PLANE, "delete_many", {"ids": list(ids)})
-        return result
 
     async def append_events(
         self,
@@ -294,11 +269,3 @@ class AsyncAffectAPI:
             cursor = page.get("next_cursor")
             if cursor is None:
                 return
-
-    async def describe_store(self) -> dict[str, Any]:
-        result: dict[str, Any] = await self._call(PLANE, "describe_store", {})
-        return result
-
-    async def health(self) -> dict[str, Any]:
-        result: dict[str, Any] = await self._call(PLANE, "health", {})
-        return result

@@ -6,10 +6,11 @@ Records and hits are the wire's own dicts. A vector (a record's ``embedding`` or
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ratatoskr.client.encoding import drop_none, wire_record, wire_vector
+from ratatoskr.client.planes import AsyncPlaneAPI, PlaneAPI
 
 PLANE = "memory"
 Scope = Mapping[str, str]
@@ -51,11 +52,10 @@ def search_args(
     )
 
 
-class MemoryAPI:
+class MemoryAPI(PlaneAPI):
     """The memory verbs of a ``Client``."""
 
-    def __init__(self, call: Callable[[str, str, dict[str, Any]], Any]) -> None:
-        self._call = call
+    PLANE = PLANE
 
     def upsert_many(
         self,
@@ -92,28 +92,11 @@ class MemoryAPI:
         found: dict[str, Any] | None = self._call(PLANE, "get", {"chunk_id": chunk_id})
         return found
 
-    def get_many(self, ids: Sequence[str]) -> list[dict[str, Any]]:
-        found: list[dict[str, Any]] = self._call(PLANE, "get_many", {"ids": list(ids)})
-        return found
 
-    def delete_many(self, ids: Sequence[str]) -> dict[str, int]:
-        result: dict[str, int] = self._call(PLANE, "delete_many", {"ids": list(ids)})
-        return result
-
-    def describe_store(self) -> dict[str, Any]:
-        result: dict[str, Any] = self._call(PLANE, "describe_store", {})
-        return result
-
-    def health(self) -> dict[str, Any]:
-        result: dict[str, Any] = self._call(PLANE, "health", {})
-        return result
-
-
-class AsyncMemoryAPI:
+class AsyncMemoryAPI(AsyncPlaneAPI):
     """The memory verbs of an ``AsyncClient``: the same as ``MemoryAPI``, awaited."""
 
-    def __init__(self, call: Callable[[str, str, dict[str, Any]], Awaitable[Any]]) -> None:
-        self._call = call
+    PLANE = PLANE
 
     async def upsert_many(
         self,
@@ -147,19 +130,3 @@ class AsyncMemoryAPI:
     async def get(self, chunk_id: str) -> dict[str, Any] | None:
         found: dict[str, Any] | None = await self._call(PLANE, "get", {"chunk_id": chunk_id})
         return found
-
-    async def get_many(self, ids: Sequence[str]) -> list[dict[str, Any]]:
-        found: list[dict[str, Any]] = await self._call(PLANE, "get_many", {"ids": list(ids)})
-        return found
-
-    async def delete_many(self, ids: Sequence[str]) -> dict[str, int]:
-        result: dict[str, int] = await self._call(PLANE, "delete_many", {"ids": list(ids)})
-        return result
-
-    async def describe_store(self) -> dict[str, Any]:
-        result: dict[str, Any] = await self._call(PLANE, "describe_store", {})
-        return result
-
-    async def health(self) -> dict[str, Any]:
-        result: dict[str, Any] = await self._call(PLANE, "health", {})
-        return result
