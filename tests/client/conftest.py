@@ -11,6 +11,7 @@ never see each other's records. 401s are not held (no tarpit), bodies are cut at
 from __future__ import annotations
 
 import itertools
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -27,6 +28,14 @@ SERVER_ENV = {
     "RATATOSKR_BODY_TIMEOUT": "1",
 }
 _tenants = itertools.count()
+NO_ACCELERATORS = "RATATOSKR_NO_ACCELERATORS"
+
+
+def passed_on() -> dict[str, str]:
+    """The switch a run without the C accelerators sets, passed on to its servers (the
+    harness gives them no other ``RATATOSKR_*`` setting of the test's environment), so
+    their bodies are decoded by orjson alone too."""
+    return {NO_ACCELERATORS: os.environ[NO_ACCELERATORS]} if NO_ACCELERATORS in os.environ else {}
 
 
 @pytest.fixture(scope="package", params=selected())
@@ -39,7 +48,7 @@ def backend_name(request: pytest.FixtureRequest) -> str:
 @pytest.fixture(scope="package")
 def server(backend_name: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     root: Path = tmp_path_factory.mktemp("client-server")
-    served = Server(root, env={**SERVER_ENV, **serve_env(backend_name)})
+    served = Server(root, env={**SERVER_ENV, **serve_env(backend_name), **passed_on()})
     try:
         yield served.start()
         assert served.terminate() == 0

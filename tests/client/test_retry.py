@@ -21,6 +21,7 @@ import pytest
 
 from ratatoskr.client import AsyncClient, Client, InvalidArguments, Retry, Unavailable
 from tests.backends import serve_env
+from tests.client.conftest import passed_on
 from tests.lock_holder import holding_the_lock
 from tests.server.harness import KEY, Server, poll, vec
 
@@ -32,7 +33,7 @@ PATIENT = Retry(attempts=60, base_delay=0.02, max_delay=0.1)
 def locked_server(backend_name: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     root = tmp_path_factory.mktemp("locked")
     env = {"RATATOSKR_SQLITE_BUSY_TIMEOUT_MS": "100", "RATATOSKR_AUTH_TARPIT_MS": "0"}
-    env.update(serve_env(backend_name, pg_options="-clock_timeout=100"))
+    env.update(serve_env(backend_name, pg_options="-clock_timeout=100"), **passed_on())
     server = Server(root, env=env)
     try:
         yield server.start()
