@@ -66,7 +66,7 @@ class PackedVector:
         if exact is not None:
             wide: list[float] = np.frombuffer(exact, dtype=np.float64).tolist()
             return wide
-        narrow: list[float] = self.batch.row(self.index).astype(np.float64).tolist()
+        narrow: list[float] = self.batch.row(self.index).tolist()  # each widened exactly
         return narrow
 
     def __repr__(self) -> str:  # never the values
@@ -100,14 +100,19 @@ def batch_for(records: Any, dim: int) -> PackedBatch | None:
     batch = packed_batch(records)
     if batch is not None and batch.plain(dim):
         return batch
-    unpack(records)
+    unpack(records, dim)
     return None
 
 
-def unpack(records: Any) -> None:
+def unpack(records: Any, dim: int | None = None) -> None:
     """Every packed vector of ``records`` (a list of records) back to its list of floats,
     in place: what the body held, for the checks that name a fault. ``body.VectorSplit``
-    packs every record's vector or none, so records whose first holds none hold none."""
+    packs every record's vector or none, so records whose first holds none hold none.
+
+    With ``dim``, a vector of another length becomes ``[]``: the checks read only its
+    length to refuse it (``records[i] (id x).embedding must be a list of dim numbers``, the
+    same answer), and a hostile vector a million values long never becomes a million
+    Python floats."""
     if type(records) is not list or not records or not _holds_packed(records[0]):
         return
     for record in records:
@@ -115,7 +120,8 @@ def unpack(records: Any) -> None:
             for key in ("embedding", "vector"):
                 value = record.get(key)
                 if isinstance(value, PackedVector):
-                    record[key] = value.values()
+                    wrong = dim is not None and value.batch.lengths[value.index] != dim
+                    record[key] = [] if wrong else value.values()
 
 
 def _holds_packed(record: Any) -> bool:

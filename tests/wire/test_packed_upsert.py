@@ -121,6 +121,7 @@ def test_a_search_over_http_answers_as_the_store_itself(client: TestClient, stor
         ([0.0] * DIM, "all zero"),
         ([1e39] + [0.5] * (DIM - 1), "beyond float32 range"),
         ([0.5] * (DIM - 1), f"list of {DIM} numbers"),
+        ([0.5] * (DIM * 1000), f"list of {DIM} numbers"),
     ],
 )
 def test_a_packed_vector_that_is_not_valid_is_refused_as_before(
