@@ -13,12 +13,14 @@ setup(
         Extension(
             "ratatoskr.memory._pack",
             ["ratatoskr/memory/_pack.c"],
+            depends=["ratatoskr/memory/_narrow.h"],
             optional=True,
             extra_compile_args=["-O2"],
         ),
         Extension(
             "ratatoskr.memory._body",
             ["ratatoskr/memory/_body.c"],
+            depends=["ratatoskr/memory/_narrow.h"],
             optional=True,
             extra_compile_args=["-O3"],
         ),

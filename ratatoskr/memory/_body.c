@@ -30,6 +30,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "_narrow.h"
+
 #if defined(__SIZEOF_INT128__) && defined(__BYTE_ORDER__) && \
     __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
 #define HAVE_FAST_PATH 1
@@ -38,7 +40,6 @@ typedef unsigned __int128 u128;
 #define HAVE_FAST_PATH 0
 #endif
 
-enum { INEXACT = 1, BAD_VALUE = 2, ALL_ZERO = 4 };
 enum { MODE_RECORDS = 0, MODE_QUERY = 1 };
 enum { OK = 0, BAIL = 1, FAIL = -1 }; /* FAIL: out of memory, or a Python exception set */
 /* a body this large is scanned without the GIL (beside the thread hashing it) */
@@ -507,7 +508,7 @@ numbers(Scan *s, cursor *pp, char key)
 {
     cursor p = *pp + 1, end = s->end;
     Py_ssize_t count = 0;
-    int inexact = 0, bad = 0, nonzero = 0;
+    narrow_seen seen = {0, 0, 0};
     s->scratch.len = 0;
     p = skip_ws(p, end);
     if (p < end && *p == ']') {
@@ -543,18 +544,11 @@ numbers(Scan *s, cursor *pp, char key)
     const double *wide = (const double *)s->scratch.data;
     float *narrow = (float *)(PyBytes_AS_STRING(s->narrow) + s->narrow_len);
     for (Py_ssize_t j = 0; j < count; j++) {
-        double value = wide[j];
-        int in_range = fabs(value) < s->limit; /* false for NaN too */
-        double kept = in_range ? value : 0.0;
-        float single = (float)kept;
-        bad |= !in_range;
-        inexact |= (double)single != kept;
-        nonzero |= single != 0.0f;
-        narrow[j] = single;
+        narrow[j] = narrow_value(wide[j], s->limit, &seen);
     }
     s->narrow_len += count * (Py_ssize_t)sizeof(float);
     Py_ssize_t at = -1;
-    if (inexact || bad) {
+    if (seen.inexact || seen.bad) {
         at = (Py_ssize_t)s->exact.len;
         if (buf_reserve(&s->exact, s->scratch.len)) {
             return FAIL;
@@ -568,7 +562,7 @@ numbers(Scan *s, cursor *pp, char key)
     memcpy(s->exact_at.data + s->exact_at.len, &at, sizeof(at));
     s->exact_at.len += sizeof(at);
     Py_ssize_t span[2] = {*pp - s->start, p - s->start};
-    char flag = (char)((inexact ? INEXACT : 0) | (bad ? BAD_VALUE : 0) | (nonzero ? 0 : ALL_ZERO));
+    char flag = narrow_flag(&seen);
     if (buf_reserve(&s->spans, sizeof(span)) || buf_reserve(&s->flags, 1) ||
         buf_reserve(&s->keys, 1) || buf_reserve(&s->lengths, sizeof(count))) {
         return FAIL;

@@ -13,6 +13,8 @@
 #include <math.h>
 #include <string.h>
 
+#include "_narrow.h"
+
 /* Every check upsert_many makes on the values, in the pass that reads them: returns
  * (float64 bytes, float32 bytes, one flag byte per vector) where a flag holds INEXACT when
  * float32 does not hold every value exactly, BAD_VALUE when a value is not finite or rounds
@@ -21,7 +23,6 @@
  * double-to-float conversion, the same round-to-nearest-even numpy's astype uses. One pass
  * (read, widen, narrow, check) rather than a pack then a check over the packed bytes: the
  * second pass re-read 3 MB for a 500 x 768 batch, ~40 % of the time here. */
-enum { INEXACT = 1, BAD_VALUE = 2, ALL_ZERO = 4 };
 
 static PyObject *
 narrow_float_lists(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
@@ -65,7 +66,7 @@ narrow_float_lists(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             goto not_plain;
         }
         PyObject **items = ((PyListObject *)vector)->ob_item;
-        int inexact = 0, bad = 0, nonzero = 0;
+        narrow_seen seen = {0, 0, 0};
         for (Py_ssize_t j = 0; j < dim; j++) {
             PyObject *item = items[j];
             if (!PyFloat_CheckExact(item)) {
@@ -73,17 +74,11 @@ narrow_float_lists(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             }
             double value = PyFloat_AS_DOUBLE(item);
             wdst[j] = value;
-            int in_range = fabs(value) < limit; /* false for NaN too */
-            double kept = in_range ? value : 0.0;
-            float single = (float)kept;
-            bad |= !in_range;
-            inexact |= (double)single != kept;
-            nonzero |= single != 0.0f;
-            ndst[j] = single;
+            ndst[j] = narrow_value(value, limit, &seen);
         }
         wdst += dim;
         ndst += dim;
-        flag[i] = (char)((inexact ? INEXACT : 0) | (bad ? BAD_VALUE : 0) | (nonzero ? 0 : ALL_ZERO));
+        flag[i] = narrow_flag(&seen);
     }
     return Py_BuildValue("(NNN)", wide, narrow, flags);
 
