@@ -139,10 +139,12 @@ def _finish(mirror: VectorMirror, count: int, pause: Pause) -> None:
         pause()
 
 
-def load(db: Database, dim: int, max_bytes: int, pause: Pause) -> VectorMirror | None:
+def load(
+    db: Database, dim: int, max_bytes: int, pause: Pause, mark: Callable[[str], None]
+) -> VectorMirror | None:
     """Every chunk of the file, grouped by scope, as of the log head noted first (its
     ``seq``; the worker applies the log after it). ``None`` when it does not fit
-    ``max_bytes``."""
+    ``max_bytes``. ``mark("load-sorted")`` is called between the two passes."""
     mirror = VectorMirror(dim, max_bytes)
     with db.read() as conn:
         head, count = conn.execute(
@@ -210,6 +212,7 @@ def load(db: Database, dim: int, max_bytes: int, pause: Pause) -> VectorMirror |
     mirror.records = _picked(records, ordered, pause)
     mirror.record_bytes = record_bytes
     del records, ordered
+    mark("load-sorted")
     _place_vectors(db, mirror, np.array(rowids, dtype=np.int64), place, pause)
     _finish(mirror, count, pause)
     mirror.seq = int(head)

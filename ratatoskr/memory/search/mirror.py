@@ -243,6 +243,7 @@ class VectorMirror:
         if row is not None:
             self.alive[row] = False
             self.codes[:, row] = 0
+            self.inv_norms[row] = 0.0  # a vector deleted during a load may be all zero
             self.dead += 1
             self._drop_record(row)
 

@@ -51,9 +51,11 @@ class Stopped(Exception):
 
 
 class Hold:
-    """A point in the worker's work where a test holds it (``holding``)."""
+    """A point in the worker's work where a test holds it (``holding``), after passing it
+    ``skip`` times."""
 
-    def __init__(self) -> None:
+    def __init__(self, skip: int = 0) -> None:
+        self.skip = skip
         self.reached = threading.Event()
         self._released = threading.Event()
 
@@ -70,11 +72,12 @@ _holds: dict[str, tuple[Hold, MirrorWorker | None]] = {}
 
 
 @contextmanager
-def holding(point: str, worker: MirrorWorker | None = None) -> Iterator[Hold]:
-    """Tests: the next worker to reach ``point`` (``worker``, or any of this process)
-    waits there until the hold is released (or the block ends). Points: ``load-started``,
-    ``load-scanned``, ``follow``, ``regroup-built``, ``inplace-step``."""
-    hold = Hold()
+def holding(point: str, worker: MirrorWorker | None = None, skip: int = 0) -> Iterator[Hold]:
+    """Tests: the next worker to reach ``point`` (``worker``, or any of this process; after
+    ``skip`` passes) waits there until the hold is released (or the block ends). Points:
+    ``load-started``, ``load-sorted`` (between the load's two passes), ``load-scanned``,
+    ``follow``, ``regroup-built``, ``inplace-step`` (each step of an in-place regroup)."""
+    hold = Hold(skip)
     _holds[point] = (hold, worker)
     try:
         yield hold
@@ -173,9 +176,14 @@ class MirrorWorker:
 
     def _at(self, point: str) -> None:
         held = _holds.get(point)
-        if held is not None and held[1] in (None, self) and _holds.pop(point, None) is held:
-            held[0].reached.set()
-            held[0].wait_released(self._stopping)
+        if held is None or held[1] not in (None, self):
+            return
+        hold = held[0]
+        if hold.skip > 0:
+            hold.skip -= 1
+        elif _holds.pop(point, None) is held:
+            hold.reached.set()
+            hold.wait_released(self._stopping)
 
     def _yield(self) -> None:
         """Between two steps: end if the store closes, and let other threads run."""
@@ -199,7 +207,7 @@ class MirrorWorker:
                 if int(head.fetchall()[0][0]) == self._budget_head:
                     return  # nothing changed since it did not fit
         self._at("load-started")
-        fresh = build.load(self.db, mirror.dim, mirror.max_bytes, self._yield)
+        fresh = build.load(self.db, mirror.dim, mirror.max_bytes, self._yield, self._at)
         if fresh is None:
             with self.db.read() as conn:
                 head = conn.execute("SELECT coalesce(max(seq), 0) FROM memory_changes")
