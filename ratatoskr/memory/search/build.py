@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
 from itertools import islice
-from typing import Any, TypeVar
+from typing import Any
 
 import apsw
 import numpy as np
@@ -30,10 +30,10 @@ from ratatoskr.memory.search.cosine import row_norms
 from ratatoskr.memory.search.mirror import (
     CHANGED_COLUMNS,
     RECORD_INLINE,
-    REGROUP_MIN,
-    REGROUP_SHARE,
     Changed,
+    Objects,
     VectorMirror,
+    headroom,
 )
 from ratatoskr.memory.search.ranking import pick
 from ratatoskr.sqlite.database import Database
@@ -41,11 +41,10 @@ from ratatoskr.sqlite.scope_sql import placeholders
 
 LOAD_ROWS = 16384  # rows per read transaction of a load
 BLOCK_BYTES = 16 << 20  # vector bytes copied between two pauses
-LIST_BLOCK = 65536  # Python items handled between two pauses (a few ms)
+LIST_BLOCK = 16384  # Python items handled between two pauses (about a millisecond)
 FETCH_IDS = 500  # ids per statement when reading changed chunks
 
 Pause = Callable[[], None]
-T = TypeVar("T")
 
 
 class Behind(Exception):
@@ -92,31 +91,17 @@ def _blocks(count: int, size: int) -> Iterator[tuple[int, int]]:
         yield lo, min(count, lo + size)
 
 
-def _picked(items: list[T], order: list[int], pause: Pause) -> list[T]:
-    """``[items[i] for i in order]``, a block between two pauses."""
-    out: list[T] = []
-    for lo, hi in _blocks(len(order), LIST_BLOCK):
-        out += pick(items, order[lo:hi])
-        pause()
-    return out
-
-
-def _index(ids: list[str], pause: Pause) -> dict[str, int]:
+def _index(ids: Objects, count: int, pause: Pause) -> dict[str, int]:
+    """Each of the first ``count`` ids to its row, a block between two pauses."""
     rows: dict[str, int] = {}
-    for lo, hi in _blocks(len(ids), LIST_BLOCK):
-        rows.update(zip(ids[lo:hi], range(lo, hi), strict=True))
+    for lo, hi in _blocks(count, LIST_BLOCK):
+        rows.update(zip(ids[lo:hi].tolist(), range(lo, hi), strict=True))
         pause()
     return rows
 
 
 def _held_bytes(records: Iterable[str | None]) -> int:
     return sum(len(r) for r in records if r is not None)
-
-
-def _headroom(count: int) -> int:
-    """Rows allocated past a load's or a regroup's: the tail a regroup allows. The pages
-    are not touched until rows are appended, so they cost no memory before."""
-    return max(16, min(count, max(REGROUP_MIN, count // REGROUP_SHARE)))
 
 
 def _finish(mirror: VectorMirror, count: int, pause: Pause) -> None:
@@ -197,21 +182,22 @@ def load(
     place[order] = np.arange(count)
     ordered = order.tolist()
     values = mirror.values
-    mirror._reset(count + _headroom(count))
+    mirror._reset(count + headroom(count))
     mirror.values = values
     mirror.codes[:, :count] = codes[:, order]
     del codes
-    mirror.ids = _picked(ids, ordered, pause)
-    del ids
-    mirror.rows = _index(mirror.ids, pause)
-    payloads = _picked(payloads, ordered, pause)
-    mirror.revisions = [p[0] for p in payloads]
-    mirror.keys = [p[1] for p in payloads]
-    mirror.wide[:count] = [bool(p[2]) for p in payloads]
-    del payloads
-    mirror.records = _picked(records, ordered, pause)
+    for lo, hi in _blocks(count, LIST_BLOCK):
+        part = ordered[lo:hi]
+        mirror.ids[lo:hi] = pick(ids, part)
+        held = pick(payloads, part)
+        mirror.revisions[lo:hi] = [p[0] for p in held]
+        mirror.keys[lo:hi] = [p[1] for p in held]
+        mirror.wide[lo:hi] = [bool(p[2]) for p in held]
+        mirror.records[lo:hi] = pick(records, part)
+        pause()
+    del ids, payloads, records, ordered
+    mirror.rows = _index(mirror.ids, count, pause)
     mirror.record_bytes = record_bytes
-    del records, ordered
     mark("load-sorted")
     _place_vectors(db, mirror, np.array(rowids, dtype=np.int64), place, pause)
     _finish(mirror, count, pause)
@@ -259,7 +245,7 @@ def regrouped(live: VectorMirror, pause: Pause) -> VectorMirror:
     alive = np.flatnonzero(live.alive[:n])
     count = len(alive)
     copy = VectorMirror(live.dim, live.max_bytes)
-    copy._reset(count + _headroom(count))
+    copy._reset(count + headroom(count))
     codes = np.empty((len(AXES), count), dtype=np.int32)
     for axis_index in range(len(AXES)):
         held = live.codes[axis_index, alive]
@@ -286,12 +272,11 @@ def regrouped(live: VectorMirror, pause: Pause) -> VectorMirror:
     for name in ("inv_norms", "norms", "wide"):
         np.take(getattr(live, name), order, out=getattr(copy, name)[:count], mode="clip")
     copy.alive[:count] = True
-    ordered = order.tolist()
-    copy.ids = _picked(live.ids, ordered, pause)
-    copy.rows = _index(copy.ids, pause)
-    copy.revisions = _picked(live.revisions, ordered, pause)
-    copy.keys = _picked(live.keys, ordered, pause)
-    copy.records = _picked(live.records, ordered, pause)
+    for name in ("ids", "revisions", "keys", "records"):
+        for lo, hi in _blocks(count, LIST_BLOCK):  # ``live``'s arrays may be regrown between
+            np.take(getattr(live, name), order[lo:hi], out=getattr(copy, name)[lo:hi], mode="clip")
+            pause()
+    copy.rows = _index(copy.ids, count, pause)
     copy.record_bytes = 0
     for lo, hi in _blocks(count, LIST_BLOCK):
         copy.record_bytes += _held_bytes(copy.records[lo:hi])

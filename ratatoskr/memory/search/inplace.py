@@ -29,9 +29,10 @@ import numpy as np
 from ratatoskr.core.scope import AXES
 from ratatoskr.memory.search.cosine import I64
 from ratatoskr.memory.search.mirror import VectorMirror
-from ratatoskr.memory.search.ranking import pick
 
 STEP_BYTES = 1 << 20  # vector bytes moved per step (twice: in and out)
+# what a row is made of, besides its axis codes
+_PER_ROW = ("matrix", "inv_norms", "norms", "alive", "wide", "ids", "revisions", "keys", "records")
 
 Pause = Callable[[], None]
 Step = Callable[[], AbstractContextManager[None]]
@@ -45,28 +46,23 @@ def step_rows(dim: int) -> int:
 def _move(mirror: VectorMirror, src: I64, dst: I64) -> None:
     """Move the rows at ``src`` to ``dst``, every value read before any is written (the
     places of ``dst`` hold dead rows or rows that move too)."""
-    mirror.matrix[dst] = mirror.matrix[src]
-    for array in (mirror.inv_norms, mirror.norms, mirror.alive, mirror.wide):
-        array[dst] = array[src]
     mirror.codes[:, dst] = mirror.codes[:, src]
-    sources, places = src.tolist(), dst.tolist()
-    lists: tuple[list[Any], ...] = (mirror.ids, mirror.revisions, mirror.keys, mirror.records)
-    for items in lists:
-        values = pick(items, sources)
-        for place, value in zip(places, values, strict=True):
-            items[place] = value
-    rows, ids = mirror.rows, mirror.ids
-    for place, alive in zip(places, mirror.alive[dst].tolist(), strict=True):
+    array: Any
+    for array in _PER_ROW:
+        array = getattr(mirror, array)
+        array[dst] = array[src]
+    rows = mirror.rows
+    moved = zip(dst.tolist(), mirror.alive[dst].tolist(), mirror.ids[dst].tolist(), strict=True)
+    for place, alive, chunk_id in moved:
         if alive:
-            rows[ids[place]] = place
+            rows[chunk_id] = place
 
 
 def _vacate(mirror: VectorMirror, places: I64) -> None:
     """Rows whose chunk moved elsewhere: dead, and out of every posting."""
     mirror.alive[places] = False
     mirror.codes[:, places] = 0
-    for place in places.tolist():
-        mirror.records[place] = None
+    mirror.records[places] = None
 
 
 def regroup(mirror: VectorMirror, pause: Pause, locked_step: Step) -> None:
@@ -129,8 +125,8 @@ def _compact(
                 for array in (mirror.alive, mirror.wide):
                     array[frontier:end] = False
                 mirror.codes[:, frontier:end] = 0
-                for items in (mirror.ids, mirror.revisions, mirror.keys, mirror.records):
-                    del items[frontier:]
+                for objects in (mirror.ids, mirror.keys, mirror.records):
+                    objects[frontier:end] = None  # the places appends fill next
                 mirror.n = frontier
                 mirror.dead = frontier - int(np.count_nonzero(mirror.alive[:frontier]))
                 return

@@ -39,7 +39,6 @@ from ratatoskr.memory.search.cosine import F32, F64, I64, cosine_rows, rank, row
 from ratatoskr.memory.search.hits import Gathered
 from ratatoskr.memory.search.ranking import (
     candidates,
-    pick,
     row_lists,
     scoped_candidates,
     settled_top,
@@ -63,6 +62,7 @@ CHANGED_COLUMNS = (
     "revision, vector_key, vector_f64 IS NOT NULL, record_json"
 )
 Changed = Sequence[Any]  # one row of CHANGED_COLUMNS
+Objects = npt.NDArray[np.object_]
 Payload = tuple[int, str, int, str]  # revision, vector key, float64 stored, record JSON
 # the attributes that make up the rows (what ``adopt`` takes over)
 _STATE = (
@@ -82,6 +82,13 @@ def mirror_budget_from_env() -> int:
     if value < 0:
         raise ValueError(f"{MIRROR_BYTES_ENV} must be >= 0")
     return value
+
+
+def headroom(rows: int) -> int:
+    """Rows allocated past ``rows`` at a load, a regroup or a growth: twice the tail that
+    makes a regroup due, so the rows written while one runs fit too. Their pages are not
+    touched until rows are appended, so they cost no memory before."""
+    return max(16, min(max(rows, 16), 2 * max(REGROUP_MIN, rows // REGROUP_SHARE)))
 
 
 def bytes_per_row(dim: int) -> int:
@@ -122,11 +129,14 @@ class VectorMirror:
         self.codes = np.zeros((len(AXES), capacity), dtype=np.int32)
         self.alive = np.zeros(capacity, dtype=bool)
         self.dead = 0
-        self.ids: list[str] = []
+        # Per row the chunk id, revision, vector key and record JSON (None: not held) in
+        # numpy arrays: unlike lists of a million items, the garbage collector never walks
+        # them (a young list that size costs it ~20 ms a pass, on whichever thread).
+        self.ids: Objects = np.empty(capacity, dtype=object)
         self.rows: dict[str, int] = {}
-        self.revisions: list[int] = []
-        self.keys: list[str] = []
-        self.records: list[str | None] = []
+        self.revisions: npt.NDArray[np.int64] = np.zeros(capacity, dtype=np.int64)
+        self.keys: Objects = np.empty(capacity, dtype=object)
+        self.records: Objects = np.empty(capacity, dtype=object)
         self.wide = np.zeros(capacity, dtype=bool)
         self.record_bytes = 0  # characters of the records held
         self.values: list[dict[str, int]] = [{} for _ in AXES]
@@ -173,16 +183,12 @@ class VectorMirror:
                 self._kill(found[i][0])
         fresh = np.flatnonzero(~same)
         if self.n + len(fresh) > len(self.alive):  # the worker reserves first: not here
-            self._grow(self.n + len(fresh) + max(16, self.n // 8))
+            self._grow(self.n + len(fresh) + headroom(self.n))
         placed = np.arange(self.n, self.n + len(fresh), dtype=np.int64)
         at[fresh] = placed
-        for i in fresh.tolist():
-            chunk_id = found[i][0]
-            rows[chunk_id] = len(self.ids)
-            self.ids.append(chunk_id)
-            self.revisions.append(0)
-            self.keys.append("")
-            self.records.append(None)
+        added = [found[i][0] for i in fresh.tolist()]
+        rows.update(zip(added, placed.tolist(), strict=True))
+        self.ids[placed] = added
         self.n += len(fresh)
         self.codes[:, placed] = codes[:, fresh]
         self.alive[placed] = True
@@ -248,29 +254,56 @@ class VectorMirror:
             self._drop_record(row)
 
     def reserve(self, extra: int) -> None:
-        """Make room for ``extra`` more rows before ``apply`` needs it, so the lock is held
-        only for the cheap part: the codes are copied first, the other arrays are resized
-        in place under the lock (``realloc``: large arrays are remapped, not copied)."""
+        """Make room for ``extra`` more rows before ``apply`` needs it: larger arrays are
+        made and filled outside the lock (the worker is the only thread that changes the
+        mirror), and only swapped in under it."""
         if self.n + extra <= len(self.alive):
             return
-        # room for the tail a regroup allows, not a doubling: one write after a load must
-        # not double the matrix
-        capacity = self.n + extra + max(16, min(self.n, max(REGROUP_MIN, self.n // 8)))
-        codes = np.zeros((len(AXES), capacity), dtype=np.int32)
-        codes[:, : self.n] = self.codes[:, : self.n]
+        grown = self._grown(self.n + extra + headroom(self.n))
         with self.lock:
-            self._grow(capacity, codes)
+            self._take(grown)
 
-    def _grow(self, capacity: int, codes: npt.NDArray[np.int32] | None = None) -> None:
-        """Resize every per-row array to ``capacity`` rows. In place: call it only where no
-        view of the arrays is held (under the lock, or on a mirror not yet serving)."""
-        if codes is None:
-            codes = np.zeros((len(AXES), capacity), dtype=np.int32)
-            codes[:, : self.n] = self.codes[:, : self.n]
-        self.codes = codes
-        self.matrix.resize((capacity, self.dim), refcheck=False)
-        for array in (self.inv_norms, self.norms, self.alive, self.wide):
-            array.resize(capacity, refcheck=False)
+    def _grow(self, capacity: int) -> None:
+        """Room for ``capacity`` rows at once (a mirror not serving yet: no lock)."""
+        self._take(self._grown(capacity))
+
+    def _take(self, grown: tuple[Any, ...]) -> None:
+        """Swap in ``_grown``'s arrays (in its order)."""
+        (
+            self.matrix,
+            self.inv_norms,
+            self.norms,
+            self.revisions,
+            self.ids,
+            self.keys,
+            self.records,
+            self.codes,
+            self.alive,
+            self.wide,
+        ) = grown
+
+    def _grown(self, capacity: int) -> tuple[Any, ...]:
+        """Copies of the per-row arrays with room for ``capacity`` rows (the pages past the
+        rows are not touched until written: they cost no memory before)."""
+        n = self.n
+        arrays: list[Any] = []
+        old: Any
+        for old in (self.matrix, self.inv_norms, self.norms, self.revisions):
+            new = np.zeros((capacity, *old.shape[1:]), dtype=old.dtype)
+            new[:n] = old[:n]
+            arrays.append(new)
+        for old in (self.ids, self.keys, self.records):
+            new = np.empty(capacity, dtype=object)
+            new[:n] = old[:n]
+            arrays.append(new)
+        codes = np.zeros((len(AXES), capacity), dtype=np.int32)
+        codes[:, :n] = self.codes[:, :n]
+        arrays.append(codes)
+        for old in (self.alive, self.wide):
+            new = np.zeros(capacity, dtype=bool)
+            new[:n] = old[:n]
+            arrays.append(new)
+        return tuple(arrays)
 
     # -- search ------------------------------------------------------------------------
 
@@ -380,21 +413,16 @@ class VectorMirror:
         if exclude is not None and len(exclude) and rows is not None:
             rows = rows[~np.isin(rows, exclude)]
         ranked, hit_rows = self._top(rows, query, top_k, exclude)
+        at = np.array(hit_rows, dtype=np.int64)
         keys: list[str] = []
         wide: list[bool] = []
         vectors = None
         if with_vectors:
-            at = np.array(hit_rows, dtype=np.int64)
-            keys = pick(self.keys, hit_rows)
+            keys = self.keys[at].tolist()
             wide = self.wide[at].tolist()
             vectors = row_lists(self.matrix, at)
         return Gathered(
-            ranked,
-            pick(self.revisions, hit_rows),
-            keys,
-            pick(self.records, hit_rows),
-            wide,
-            vectors,
+            ranked, self.revisions[at].tolist(), keys, self.records[at].tolist(), wide, vectors
         )
 
     def _top(
@@ -418,11 +446,10 @@ class VectorMirror:
             picked = scoped_candidates(self.matrix, self.inv_norms, rows, query, top_k)
         if not len(picked):
             return [], []
-        ids = self.ids
         settled = settled_top(self.matrix, picked, query, self.norms, top_k)
         if settled is not None:  # no tie: the scores alone order; only the hits' ids are read
             at, hit_scores = settled
-            return list(zip(pick(ids, at), hit_scores, strict=True)), at
+            return list(zip(self.ids[at].tolist(), hit_scores, strict=True)), at
         exact = cosine_rows(self.matrix, picked, query, self.norms)
-        ranked = rank([ids[r] for r in picked.tolist()], exact, top_k)  # ties: by id
+        ranked = rank(self.ids[picked].tolist(), exact, top_k)  # ties: by id
         return ranked, [self.rows[cid] for cid, _ in ranked]

@@ -285,11 +285,13 @@ class MirrorWorker:
                 return
 
     def _swap(self, copy: VectorMirror) -> VectorMirror:
-        """Under the live mirror's lock: the last entries into ``copy``, then swap it in;
-        the rows it replaced are returned, to be freed once the lock is released."""
+        """Under the live mirror's lock: the last entries into ``copy`` (at most
+        ``SWAP_BACKLOG``: a burst of writes beyond that is read beside the mirror by the
+        searches and followed right after), then swap it in; the rows it replaced are
+        returned, to be freed once the lock is released."""
         started = time.perf_counter()
         with self.db.read() as conn:
-            _, upto, found, gone = build.read_changes(conn, copy.seq)
+            _, upto, found, gone = build.read_changes(conn, copy.seq, SWAP_BACKLOG)
         copy.apply(found, gone)
         copy.seq = upto
         old = self.mirror.adopt(copy)
