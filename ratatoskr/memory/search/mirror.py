@@ -29,7 +29,7 @@ import os
 import threading
 from collections.abc import Sequence
 from itertools import pairwise
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -70,6 +70,28 @@ _STATE = (
     "revisions", "keys", "records", "wide", "record_bytes", "values", "_by_code",
     "_sorted_codes", "seq",
 )  # fmt: skip
+
+
+class Prepared(NamedTuple):
+    """Changed rows made ready for ``VectorMirror.place`` (``prepare``): per row its id,
+    axis codes (one column each), float32 vector, inverse norm, float64 norm and payload."""
+
+    ids: list[str]
+    codes: npt.NDArray[np.int32]
+    vectors: F32
+    inv_norms: F32
+    norms: F64
+    payloads: list[Payload]
+
+    def part(self, lo: int, hi: int) -> Prepared:
+        return Prepared(
+            self.ids[lo:hi],
+            self.codes[:, lo:hi],
+            self.vectors[lo:hi],
+            self.inv_norms[lo:hi],
+            self.norms[lo:hi],
+            self.payloads[lo:hi],
+        )
 
 
 def mirror_budget_from_env() -> int:
@@ -158,48 +180,59 @@ class VectorMirror:
         return (self.n - self.dead) * self.bytes_per_row + self.record_bytes
 
     def apply(self, found: Sequence[Changed], gone: Sequence[str]) -> None:
-        """Bring rows read from the file (``found``, ``CHANGED_COLUMNS``) and the removal
-        of ``gone`` into the mirror, in a few numpy steps for the batch. A row whose scope
-        is unchanged is updated in place; a new row, or one whose scope moved (its old place
-        is in another group), is appended to the unsorted tail."""
-        self.generation += 1
-        for chunk_id in gone:
-            self._kill(chunk_id)
+        """``place(prepare(found), gone)``: for a mirror not serving (no lock)."""
+        self.place(self.prepare(found), gone)
+
+    def prepare(self, found: Sequence[Changed]) -> Prepared:
+        """What ``place`` needs of rows read from the file (``CHANGED_COLUMNS``), computed
+        before the lock is taken: the axis codes (new values get theirs now; no row holds
+        them yet), the vectors, their norms and the payloads."""
         count = len(found)
-        if not count:
-            return
         code = self._code
         codes = np.array(
             [(code(0, r[1]), code(1, r[2]), code(2, r[3]), code(3, r[4])) for r in found],
             dtype=np.int32,
-        ).T
+        ).reshape(count, len(AXES))
+        vectors = np.frombuffer(b"".join(r[5] for r in found), dtype=np.float32)
+        vectors = vectors.reshape(count, self.dim)
+        wide = vectors.astype(np.float64)
+        with np.errstate(divide="ignore"):
+            inv_norms = (1.0 / np.sqrt((wide * wide).sum(axis=1))).astype(np.float32)
+        norms = row_norms(vectors) if count else np.zeros(0, dtype=np.float64)
+        payloads = [(r[6], r[7], r[8], r[9]) for r in found]
+        return Prepared([r[0] for r in found], codes.T, vectors, inv_norms, norms, payloads)
+
+    def place(self, prepared: Prepared, gone: Sequence[str]) -> None:
+        """Bring ``prepared`` rows and the removal of ``gone`` into the mirror. A row whose
+        scope is unchanged is updated in place; a new row, or one whose scope moved (its
+        old place is in another group), is appended to the unsorted tail."""
+        self.generation += 1
+        self._kill(gone)
+        ids, codes = prepared.ids, prepared.codes
+        if not ids:
+            return
         rows = self.rows
-        at = np.array([rows.get(r[0], -1) for r in found], dtype=np.int64)
+        at = np.array([rows.get(cid, -1) for cid in ids], dtype=np.int64)
         same = at >= 0
         if same.any():
             held = np.flatnonzero(same)
             same[held] = (self.codes[:, at[held]] == codes[:, held]).all(axis=0)
-            for i in np.flatnonzero((at >= 0) & ~same).tolist():
-                self._kill(found[i][0])
+            self._kill([ids[i] for i in np.flatnonzero((at >= 0) & ~same).tolist()])
         fresh = np.flatnonzero(~same)
         if self.n + len(fresh) > len(self.alive):  # the worker reserves first: not here
             self._grow(self.n + len(fresh) + headroom(self.n))
         placed = np.arange(self.n, self.n + len(fresh), dtype=np.int64)
         at[fresh] = placed
-        added = [found[i][0] for i in fresh.tolist()]
+        added = [ids[i] for i in fresh.tolist()]
         rows.update(zip(added, placed.tolist(), strict=True))
         self.ids[placed] = added
         self.n += len(fresh)
         self.codes[:, placed] = codes[:, fresh]
         self.alive[placed] = True
-        for row, r in zip(at.tolist(), found, strict=True):
-            self._hold(row, (r[6], r[7], r[8], r[9]))
-        vectors = np.frombuffer(b"".join(r[5] for r in found), dtype=np.float32)
-        vectors = vectors.reshape(count, self.dim)
-        self.matrix[at] = vectors
-        self.norms[at] = row_norms(vectors)
-        wide = vectors.astype(np.float64)
-        self.inv_norms[at] = 1.0 / np.sqrt((wide * wide).sum(axis=1))
+        self._hold(at, prepared.payloads)
+        self.matrix[at] = prepared.vectors
+        self.norms[at] = prepared.norms
+        self.inv_norms[at] = prepared.inv_norms
 
     def adopt(self, other: VectorMirror) -> VectorMirror:
         """Take ``other``'s rows (a regrouped copy, or a fresh load) as this mirror's, in
@@ -227,31 +260,32 @@ class VectorMirror:
             code = table[value] = len(table) + 1
         return code
 
-    def _hold(self, row: int, payload: Payload) -> None:
-        """Keep what a hit on ``row`` returns besides the vector (the record if short)."""
-        revision, key, wide, record = payload
-        self._drop_record(row)
-        self.revisions[row] = revision
-        self.keys[row] = key
-        self.wide[row] = bool(wide)
-        if len(record) <= RECORD_INLINE:
-            self.records[row] = record
-            self.record_bytes += len(record)
+    def _hold(self, at: I64, payloads: list[Payload]) -> None:
+        """Keep what a hit on each row of ``at`` returns besides the vector (the record if
+        short), from its payload."""
+        self._drop_records(at)
+        self.revisions[at] = [p[0] for p in payloads]
+        self.keys[at] = [p[1] for p in payloads]
+        self.wide[at] = [bool(p[2]) for p in payloads]
+        records = [p[3] if len(p[3]) <= RECORD_INLINE else None for p in payloads]
+        self.records[at] = records
+        self.record_bytes += sum(len(r) for r in records if r is not None)
 
-    def _drop_record(self, row: int) -> None:
-        old = self.records[row]
-        if old is not None:
-            self.record_bytes -= len(old)
-            self.records[row] = None
+    def _drop_records(self, at: I64) -> None:
+        self.record_bytes -= sum(len(r) for r in self.records[at].tolist() if r is not None)
+        self.records[at] = None
 
-    def _kill(self, chunk_id: str) -> None:
-        row = self.rows.pop(chunk_id, None)
-        if row is not None:
-            self.alive[row] = False
-            self.codes[:, row] = 0
-            self.inv_norms[row] = 0.0  # a vector deleted during a load may be all zero
-            self.dead += 1
-            self._drop_record(row)
+    def _kill(self, chunk_ids: Sequence[str]) -> None:
+        """The rows of ``chunk_ids`` (those held) die: out of every posting and count."""
+        if not chunk_ids:
+            return
+        pop = self.rows.pop
+        at = np.array([r for r in (pop(cid, -1) for cid in chunk_ids) if r >= 0], dtype=np.int64)
+        self.alive[at] = False
+        self.codes[:, at] = 0
+        self.inv_norms[at] = 0.0  # a vector deleted during a load may be all zero
+        self.dead += len(at)
+        self._drop_records(at)
 
     def reserve(self, extra: int) -> None:
         """Make room for ``extra`` more rows before ``apply`` needs it: larger arrays are

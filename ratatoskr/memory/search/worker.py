@@ -40,7 +40,7 @@ RETRY_SECONDS = 0.5  # after a failure
 FOLLOW_ENTRIES = 4096  # change-log entries read per step
 APPLY_ROWS = 256  # rows applied per hold of the lock (~0.3 ms)
 PAUSE_FOLLOW_SECONDS = 0.002  # a build step follows the log at most this often
-SWAP_BACKLOG = 256  # entries a copy may still be behind when the worker swaps it in
+SWAP_BACKLOG = 256  # entries the log may be ahead of a copy when the worker swaps it in
 STOP_SECONDS = 10.0  # ``stop`` waits this long for the thread
 
 logger = logging.getLogger("ratatoskr.memory")
@@ -254,12 +254,13 @@ class MirrorWorker:
             if upto == mirror.seq:
                 return
             mirror.reserve(len(found))
+            prepared = mirror.prepare(found)  # outside the lock: codes, vectors, norms
             steps = max(1, -(-len(found) // APPLY_ROWS))
             for step in range(steps):
-                part = found[step * APPLY_ROWS : (step + 1) * APPLY_ROWS]
+                part = prepared.part(step * APPLY_ROWS, (step + 1) * APPLY_ROWS)
                 with mirror.lock:
                     started = time.perf_counter()
-                    mirror.apply(part, gone if step == 0 else ())
+                    mirror.place(part, gone if step == 0 else ())
                     if step == steps - 1:
                         mirror.seq = upto
                     self._note_pause(started)
@@ -285,15 +286,11 @@ class MirrorWorker:
                 return
 
     def _swap(self, copy: VectorMirror) -> VectorMirror:
-        """Under the live mirror's lock: the last entries into ``copy`` (at most
-        ``SWAP_BACKLOG``: a burst of writes beyond that is read beside the mirror by the
-        searches and followed right after), then swap it in; the rows it replaced are
-        returned, to be freed once the lock is released."""
+        """Under the live mirror's lock: swap in ``copy``, caught up with the log as
+        ``_catch_up`` last read it (the entries committed since are read beside it by the
+        searches, and followed right after); the rows it replaced are returned, to be freed
+        once the lock is released."""
         started = time.perf_counter()
-        with self.db.read() as conn:
-            _, upto, found, gone = build.read_changes(conn, copy.seq, SWAP_BACKLOG)
-        copy.apply(found, gone)
-        copy.seq = upto
         old = self.mirror.adopt(copy)
         self._note_pause(started)
         return old
