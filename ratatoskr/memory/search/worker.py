@@ -255,12 +255,13 @@ class MirrorWorker:
                 return
             mirror.reserve(len(found))
             prepared = mirror.prepare(found)  # outside the lock: codes, vectors, norms
-            steps = max(1, -(-len(found) // APPLY_ROWS))
+            steps = max(1, -(-max(len(found), len(gone)) // APPLY_ROWS))
             for step in range(steps):
-                part = prepared.part(step * APPLY_ROWS, (step + 1) * APPLY_ROWS)
+                lo, hi = step * APPLY_ROWS, (step + 1) * APPLY_ROWS
+                part = prepared.part(lo, hi)
                 with mirror.lock:
                     started = time.perf_counter()
-                    mirror.place(part, gone if step == 0 else ())
+                    mirror.place(part, gone[lo:hi])
                     if step == steps - 1:
                         mirror.seq = upto
                     self._note_pause(started)
