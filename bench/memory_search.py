@@ -353,6 +353,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         default=0.0,
         help="seconds of searches while a client writes (bench/memory_tail.py; 0: skip)",
     )
+    parser.add_argument(
+        "--tail-budget",
+        type=int,
+        default=None,
+        help="the mirror's byte budget in the tail benchmark (default: the environment's)",
+    )
     args = parser.parse_args(argv)
     if args.n is None:
         args.n = 10_000 if args.quick else 100_000
@@ -412,7 +418,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             cfg.sql_path = time_sql_path(path, cfg.dim, cases, cfg.sql_path)
         if cfg.tail:
             console.print(f"searches while a client writes: {cfg.tail:g} s")
-            cfg.tail_result = run_tail(path, cfg.dim, cfg.n, cfg.tail, cfg.seed)
+            cfg.tail_result = run_tail(
+                path, cfg.dim, cfg.n, cfg.tail, cfg.seed, mirror_bytes=cfg.tail_budget
+            )
         cfg.peer_results = time_peers(ds, cases) if cfg.peers else []
     finally:
         store.close()

@@ -30,6 +30,7 @@ import numpy as np
 
 from bench.memory_data import AGENTS, END_USERS, TENANTS, agent_name, tenant_name, user_name
 from ratatoskr.core.context import CallContext
+from ratatoskr.memory.search.build import copy_bytes
 from ratatoskr.memory.store import RatatoskrMemoryStore, open_memory_store
 
 WRITE_BATCH = 500
@@ -61,6 +62,7 @@ class TailResult:
     load_s: float  # store opened -> mirror ready, under the writer
     written_per_s: float  # chunks upserted per second during the steady phase
     regroups: int
+    in_place: bool  # the budget left no room for a copy beside the mirror
     reloads: int
     max_pause_ms: float
     failures: int
@@ -125,8 +127,11 @@ def _search(store: RatatoskrMemoryStore, rng: np.random.Generator, case: str, di
     return (time.perf_counter() - started) * 1000.0
 
 
-def run_tail(path: str, dim: int, n: int, seconds: float, seed: int) -> TailResult:
-    """The benchmark on the loaded file at ``path`` (``n`` chunks); see the docstring."""
+def run_tail(
+    path: str, dim: int, n: int, seconds: float, seed: int, mirror_bytes: int | None = None
+) -> TailResult:
+    """The benchmark on the loaded file at ``path`` (``n`` chunks); see the docstring.
+    ``mirror_bytes``: the store's budget (default: the environment's)."""
     loadavg_start = os.getloadavg()
     context = mp.get_context("spawn")
     stop = context.Event()
@@ -140,7 +145,7 @@ def run_tail(path: str, dim: int, n: int, seconds: float, seed: int) -> TailResu
                 raise RuntimeError("the tail benchmark's writer died")
             time.sleep(0.05)
         opened = time.perf_counter()
-        store = open_memory_store(path, embedding_dim=dim)
+        store = open_memory_store(path, embedding_dim=dim, mirror_bytes=mirror_bytes)
         first = {case: Timed() for case in CASES}
         steady = {case: Timed() for case in CASES}
         load_s = float("nan")
@@ -180,6 +185,7 @@ def run_tail(path: str, dim: int, n: int, seconds: float, seed: int) -> TailResu
                 load_s=load_s,
                 written_per_s=written * WRITE_BATCH / elapsed,
                 regroups=mirror.regroups - regroups,
+                in_place=mirror.used_bytes() + copy_bytes(mirror) > mirror.max_bytes,
                 reloads=mirror.reloads - reloads,
                 max_pause_ms=worker.max_pause * 1000.0,
                 failures=worker.failures - failures,
@@ -236,7 +242,9 @@ def tail_lines(
     lines += [
         "",
         f"The worker's first load under the writer took {r.load_s:,.2f} s. During the timed "
-        f"searches it regrouped {r.regroups} times ({r.reloads} loads from the file, "
+        f"searches it regrouped {r.regroups} times "
+        f"({'in place: no room for a copy in the budget' if r.in_place else 'beside the mirror'}"
+        f"; {r.reloads} loads from the file, "
         f"{r.failures} failed steps); its longest hold of the mirror's lock was "
         f"{r.max_pause_ms:,.1f} ms. Routes of the timed searches: "
         + ", ".join(f"{k} {v:,}" for k, v in sorted(routes.items()))

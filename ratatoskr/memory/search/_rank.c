@@ -20,6 +20,12 @@
 #include "_rank.h"
 
 #include <math.h>
+
+#if defined(__GNUC__) && !defined(__clang__)
+/* the float32 cut may fuse multiply-adds (setup.py turns contraction off for the exact
+ * sums of _rank_exact.c, which this file does not hold) */
+#pragma GCC optimize("fp-contract=fast")
+#endif
 #include <string.h>
 
 #define LANES 64 /* independent partial sums: four AVX-512 (eight AVX2) registers, so the
@@ -59,28 +65,94 @@ rank_get_buffer(PyObject *obj, Py_buffer *view, char kind, const char *name)
     return 0;
 }
 
-/* The float32 dot product of two rows of dim values, in LANES interleaved partial sums. */
-DOT_CLONES static float
+/* The float32 dot product of two rows of dim values, in LANES interleaved partial sums:
+ * four vectors of 16 (AVX-512 registers; two AVX2 ones each, four SSE ones), so the
+ * multiply-adds of one row overlap instead of waiting on each other, then summed pairwise
+ * in vector halves: an array of 64 partial sums was reduced to scalars one by one, which
+ * cost a row as much as its multiply-adds. Inlined into each clone of cut_rows, so it is
+ * compiled for each instruction set, with its multiply-adds fused where the machine has
+ * FMA (these sums only pick candidates: they need to be close, not to follow cosine.py's
+ * order). */
+typedef float f32x16 __attribute__((vector_size(64)));
+typedef float f32x8 __attribute__((vector_size(32)));
+typedef float f32x4 __attribute__((vector_size(16)));
+
+static inline f32x16
+load16(const float *p)
+{
+    f32x16 v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+static inline float
+sum16(f32x16 s)
+{
+    f32x8 lo, hi;
+    memcpy(&lo, &s, sizeof lo);
+    memcpy(&hi, (const char *)&s + sizeof lo, sizeof hi);
+    f32x8 t = lo + hi;
+    f32x4 l4, h4;
+    memcpy(&l4, &t, sizeof l4);
+    memcpy(&h4, (const char *)&t + sizeof l4, sizeof h4);
+    f32x4 u = l4 + h4;
+    return (u[0] + u[2]) + (u[1] + u[3]);
+}
+
+static inline float
 dot_f32(const float *restrict a, const float *restrict b, Py_ssize_t dim)
 {
-    float acc[LANES] = {0};
+    f32x16 s0 = {0}, s1 = {0}, s2 = {0}, s3 = {0};
     Py_ssize_t j = 0;
     for (; j + LANES <= dim; j += LANES) {
-        for (int k = 0; k < LANES; k++) {
-            acc[k] += a[j + k] * b[j + k];
-        }
+        s0 += load16(a + j) * load16(b + j);
+        s1 += load16(a + j + 16) * load16(b + j + 16);
+        s2 += load16(a + j + 32) * load16(b + j + 32);
+        s3 += load16(a + j + 48) * load16(b + j + 48);
     }
+    for (; j + 16 <= dim; j += 16) {
+        s0 += load16(a + j) * load16(b + j);
+    }
+    float rest = 0.0f;
     for (; j < dim; j++) {
-        acc[j % LANES] += a[j] * b[j];
+        rest += a[j] * b[j];
     }
-    /* Halving the partial sums pairwise keeps the adds in vector registers: a sequential
-     * sum of the lanes was a chain of 64 dependent scalar adds, most of a row's time. */
-    for (int width = LANES / 2; width > 0; width /= 2) {
-        for (int k = 0; k < width; k++) {
-            acc[k] += acc[k + width];
-        }
+    return sum16((s0 + s1) + (s2 + s3)) + rest;
+}
+
+/* dot_f32 of two rows with one query at once: each query vector loaded serves both, and
+ * the two rows' reads from memory overlap. */
+static inline void
+dot2_f32(const float *restrict a, const float *restrict c, const float *restrict b,
+         Py_ssize_t dim, float *out)
+{
+    f32x16 s0 = {0}, s1 = {0}, s2 = {0}, s3 = {0};
+    f32x16 t0 = {0}, t1 = {0}, t2 = {0}, t3 = {0};
+    Py_ssize_t j = 0;
+    for (; j + LANES <= dim; j += LANES) {
+        f32x16 q0 = load16(b + j), q1 = load16(b + j + 16);
+        f32x16 q2 = load16(b + j + 32), q3 = load16(b + j + 48);
+        s0 += load16(a + j) * q0;
+        t0 += load16(c + j) * q0;
+        s1 += load16(a + j + 16) * q1;
+        t1 += load16(c + j + 16) * q1;
+        s2 += load16(a + j + 32) * q2;
+        t2 += load16(c + j + 32) * q2;
+        s3 += load16(a + j + 48) * q3;
+        t3 += load16(c + j + 48) * q3;
     }
-    return acc[0];
+    for (; j + 16 <= dim; j += 16) {
+        f32x16 q0 = load16(b + j);
+        s0 += load16(a + j) * q0;
+        t0 += load16(c + j) * q0;
+    }
+    float rest_a = 0.0f, rest_c = 0.0f;
+    for (; j < dim; j++) {
+        rest_a += a[j] * b[j];
+        rest_c += c[j] * b[j];
+    }
+    out[0] = sum16((s0 + s1) + (s2 + s3)) + rest_a;
+    out[1] = sum16((t0 + t1) + (t2 + t3)) + rest_c;
 }
 
 typedef struct {
@@ -98,7 +170,7 @@ typedef struct {
 
 /* Scores every row and keeps the want best; returns -1 when a row lies outside the matrix
  * (nothing is read there), else how many candidate rows it wrote to out. */
-static Py_ssize_t
+DOT_CLONES static Py_ssize_t
 cut_rows(Cut *c)
 {
     double qq = 0.0;
@@ -106,23 +178,27 @@ cut_rows(Cut *c)
         qq += (double)c->query[j] * (double)c->query[j];
     }
     float scale = (float)(1.0 / sqrt(qq));
-    Py_ssize_t held = 0;
+    const long long *rows = c->rows;
     for (Py_ssize_t i = 0; i < c->n; i++) {
-        long long row = c->rows[i];
-        if (row < 0 || row >= c->capacity) {
+        if (rows[i] < 0 || rows[i] >= c->capacity) {
             return -1;
         }
+    }
+    Py_ssize_t dim = c->dim;
+    const float *matrix = c->matrix;
+    Py_ssize_t i = 0;
+    for (; i < c->n; i++) {
         if (i + PREFETCH_ROWS < c->n) {
-            long long ahead = c->rows[i + PREFETCH_ROWS];
-            if (ahead >= 0 && ahead < c->capacity) {
-                const char *line = (const char *)(c->matrix + ahead * c->dim);
-                for (Py_ssize_t b = 0; b < c->dim * 4; b += 64) {
-                    PREFETCH(line + b);
-                }
+            const char *line = (const char *)(matrix + rows[i + PREFETCH_ROWS] * dim);
+            for (Py_ssize_t b = 0; b < dim * 4; b += 64) {
+                PREFETCH(line + b);
             }
         }
-        float s = dot_f32(c->matrix + row * c->dim, c->query, c->dim) * scale * c->inv_norms[row];
-        c->scores[i] = s;
+        c->scores[i] = dot_f32(matrix + rows[i] * dim, c->query, dim) * scale * c->inv_norms[rows[i]];
+    }
+    Py_ssize_t held = 0;
+    for (i = 0; i < c->n; i++) {
+        float s = c->scores[i];
         if (held == c->want && !(s > c->best[held - 1])) {
             continue;
         }
