@@ -108,7 +108,7 @@ def test_searches_during_the_first_load_answer_as_the_reference(tmp_path: Path) 
         sorted_.release()
         assert scanned.reached.wait(30)
         health = pair.ours.health()
-        assert health == {"status": "degraded", "reason": LOADING_REASON}
+        assert health["status"] == "degraded" and health["reason"].startswith(LOADING_REASON)
         pair.write(30, rewrite=30, delete=10, via=writer)  # for the load to catch up with
         pair.agree()
         assert not pair.ours.mirror.ready and not_sql(pair.ours) == 0  # type: ignore[union-attr]
@@ -236,5 +236,5 @@ def test_a_store_closes_mid_load(tmp_path: Path) -> None:
     assert worker is not None and not worker._thread.is_alive()
     again = open_memory_store(path, embedding_dim=DIM)
     loaded(again)
-    assert again.health() == {"status": "ok", "reason": None}
+    assert again.health()["status"] == "ok"
     again.close()

@@ -124,7 +124,7 @@ class Server:
             except (httpx.HTTPError, ValueError):
                 return None
             memory = body.get("planes", {}).get("memory")
-            if memory is not None and memory.get("reason") == LOADING_REASON:
+            if memory is not None and str(memory.get("reason")).startswith(LOADING_REASON):
                 return None
         return True
 

@@ -71,7 +71,9 @@ class SearchEngine:
     def health(self, health: dict[str, Any]) -> dict[str, Any]:
         """A store's ``ok`` is ``degraded`` while the mirror loads: served, slower."""
         if health.get("status") == "ok" and self.loading:
-            return {"status": "degraded", "reason": LOADING_REASON}
+            mode = health.get("reason")  # the durability the file's writes have
+            reason = LOADING_REASON if mode is None else f"{LOADING_REASON}; {mode}"
+            return {"status": "degraded", "reason": reason}
         return health
 
     def close(self) -> None:
