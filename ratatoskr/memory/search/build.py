@@ -117,11 +117,23 @@ def _finish(mirror: VectorMirror, count: int, pause: Pause) -> None:
         pause()
     mirror.alive[:count] = True
     mirror.n = mirror.sorted_n = count
+    mirror._by_code, mirror._sorted_codes = grouped_orders(mirror.codes, count, pause)
+
+
+def grouped_orders(
+    codes: npt.NDArray[np.int32], count: int, pause: Pause
+) -> tuple[list[npt.NDArray[np.int32]], list[npt.NDArray[np.int32]]]:
+    """Per axis, the first ``count`` rows ordered by their code (stable: ascending within
+    a code) and the codes in that order: what finds a value's rows in two lookups."""
+    by_code: list[npt.NDArray[np.int32]] = []
+    sorted_codes: list[npt.NDArray[np.int32]] = []
     for axis_index in range(len(AXES)):
-        by_code = np.argsort(mirror.codes[axis_index, :count], kind="stable").astype(np.int32)
-        mirror._by_code.append(by_code)
-        mirror._sorted_codes.append(mirror.codes[axis_index, by_code])
+        held = codes[axis_index, :count]
+        order = np.argsort(held, kind="stable").astype(np.int32)
+        by_code.append(order)
+        sorted_codes.append(held[order])
         pause()
+    return by_code, sorted_codes
 
 
 def load(
@@ -281,10 +293,6 @@ def regrouped(live: VectorMirror, pause: Pause) -> VectorMirror:
     for lo, hi in _blocks(count, LIST_BLOCK):
         copy.record_bytes += _held_bytes(copy.records[lo:hi])
     copy.n = copy.sorted_n = count
-    for axis_index in range(len(AXES)):
-        by_code = np.argsort(copy.codes[axis_index, :count], kind="stable").astype(np.int32)
-        copy._by_code.append(by_code)
-        copy._sorted_codes.append(copy.codes[axis_index, by_code])
-        pause()
+    copy._by_code, copy._sorted_codes = grouped_orders(copy.codes, count, pause)
     copy.seq = seq  # rows the worker changed since are in the log after it
     return copy

@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from ratatoskr.core.scope import AXES
+from ratatoskr.memory.search.build import grouped_orders
 from ratatoskr.memory.search.cosine import I64
 from ratatoskr.memory.search.mirror import VectorMirror
 
@@ -96,14 +97,8 @@ def regroup(mirror: VectorMirror, pause: Pause, locked_step: Step) -> None:
             holder[places] = first
             where[first] = places
     _compact(mirror, count, start, block, pause, locked_step)
-    by_code = []
-    sorted_codes = []
-    for axis_index in range(len(AXES)):
-        pause()
-        codes = mirror.codes[axis_index, :count].copy()
-        order = np.argsort(codes, kind="stable").astype(np.int32)
-        by_code.append(order)
-        sorted_codes.append(codes[order])
+    pause()
+    by_code, sorted_codes = grouped_orders(mirror.codes, count, pause)
     with locked_step():
         mirror.generation += 1
         mirror._by_code, mirror._sorted_codes = by_code, sorted_codes
