@@ -18,6 +18,7 @@ mirror's lock, and the load average (the machine is shared).
 
 from __future__ import annotations
 
+import gc
 import multiprocessing as mp
 import os
 import time
@@ -45,10 +46,17 @@ class Timed:
 
     ms: list[float] = field(default_factory=list)
     routes: Counter[str] = field(default_factory=Counter)
+    route_of: list[str] = field(default_factory=list)
 
     def add(self, ms: float, route: str) -> None:
         self.ms.append(ms)
         self.routes[route] += 1
+        self.route_of.append(route)
+
+    def slowest(self) -> Counter[str]:
+        """The routes of the searches above the 99th percentile."""
+        bound = self.pct(99)
+        return Counter(r for ms, r in zip(self.ms, self.route_of, strict=True) if ms > bound)
 
     def pct(self, q: float) -> float:
         return float(np.percentile(self.ms, q)) if self.ms else float("nan")
@@ -65,7 +73,9 @@ class TailResult:
     in_place: bool  # the budget left no room for a copy beside the mirror
     reloads: int
     max_pause_ms: float
+    inplace_pause_ms: float  # the longest hold of the lock by a step of an in-place regroup
     failures: int
+    gc_ms: float  # the longest collection of Python's cyclic GC in this process
     loadavg: tuple[tuple[float, ...], tuple[float, ...]]
 
 
@@ -127,6 +137,20 @@ def _search(store: RatatoskrMemoryStore, rng: np.random.Generator, case: str, di
     return (time.perf_counter() - started) * 1000.0
 
 
+class GcWatch:
+    """The longest collection of Python's cyclic garbage collector while it is installed."""
+
+    def __init__(self) -> None:
+        self.longest = 0.0
+        self._started = 0.0
+
+    def __call__(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._started = time.perf_counter()
+        else:
+            self.longest = max(self.longest, time.perf_counter() - self._started)
+
+
 def run_tail(
     path: str, dim: int, n: int, seconds: float, seed: int, mirror_bytes: int | None = None
 ) -> TailResult:
@@ -167,7 +191,9 @@ def run_tail(
             worker = store.engine.worker
             assert mirror is not None and worker is not None
             regroups, reloads, failures = mirror.regroups, mirror.reloads, worker.failures
-            worker.max_pause = 0.0
+            worker.max_pause = worker.max_inplace_pause = 0.0
+            watch = GcWatch()
+            gc.callbacks.append(watch)
             written = batches.value
             started = time.perf_counter()
             while time.perf_counter() - started < seconds:
@@ -177,6 +203,7 @@ def run_tail(
                 steady[case].add(ms, _route(before, routes))
                 i += 1
             elapsed = time.perf_counter() - started
+            gc.callbacks.remove(watch)
             written = batches.value - written
             result = TailResult(
                 seconds=elapsed,
@@ -188,7 +215,9 @@ def run_tail(
                 in_place=mirror.used_bytes() + copy_bytes(mirror) > mirror.max_bytes,
                 reloads=mirror.reloads - reloads,
                 max_pause_ms=worker.max_pause * 1000.0,
+                inplace_pause_ms=worker.max_inplace_pause * 1000.0,
                 failures=worker.failures - failures,
+                gc_ms=watch.longest * 1000.0,
                 loadavg=(loadavg_start, os.getloadavg()),
             )
         finally:
@@ -239,16 +268,26 @@ def tail_lines(
         verdict = f"{targets[case]}: {'met' if met else '**missed**'}"
         lines.append(row(f"{r.seconds:,.0f} s on the loaded mirror: {case}", timed, verdict))
     routes = sum((t.routes for t in r.steady.values()), Counter())
+    slowest = sum((t.slowest() for t in r.steady.values()), Counter())
     lines += [
         "",
         f"The worker's first load under the writer took {r.load_s:,.2f} s. During the timed "
         f"searches it regrouped {r.regroups} times "
-        f"({'in place: no room for a copy in the budget' if r.in_place else 'beside the mirror'}"
-        f"; {r.reloads} loads from the file, "
+        + (
+            f"(in place: no room for a copy in the budget, the longest step holding the lock "
+            f"{r.inplace_pause_ms:,.1f} ms"
+            if r.in_place
+            else "(beside the mirror"
+        )
+        + f"; {r.reloads} loads from the file, "
         f"{r.failures} failed steps); its longest hold of the mirror's lock was "
-        f"{r.max_pause_ms:,.1f} ms. Routes of the timed searches: "
+        f"{r.max_pause_ms:,.1f} ms, and the longest collection of Python's garbage "
+        f"collector {r.gc_ms:,.1f} ms. Routes of the timed searches: "
         + ", ".join(f"{k} {v:,}" for k, v in sorted(routes.items()))
         + " (current: the file unchanged since the mirror matched it; mirror: synced at the "
-        "search's snapshot; overlay: the changes since the mirror's entry read beside it).",
+        "search's snapshot; overlay: the changes since the mirror's entry read beside it); "
+        "of the searches slower than their case's p99: "
+        + ", ".join(f"{k} {v:,}" for k, v in sorted(slowest.items()))
+        + ".",
     ]
     return lines

@@ -95,6 +95,7 @@ class MirrorWorker:
         self.mirror = mirror
         self.failures = 0  # steps that failed (and were tried again)
         self.max_pause = 0.0  # the longest hold of the lock by a step, seconds
+        self.max_inplace_pause = 0.0  # the longest of them by a step of an in-place regroup
         self._stopping = threading.Event()
         self._wake = threading.Event()
         self._conn: apsw.Connection | None = None
@@ -324,3 +325,5 @@ class MirrorWorker:
             started = time.perf_counter()
             yield
             self._note_pause(started)
+            held = time.perf_counter() - started
+            self.max_inplace_pause = max(self.max_inplace_pause, held)
