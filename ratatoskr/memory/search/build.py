@@ -109,11 +109,10 @@ def _finish(mirror: VectorMirror, count: int, pause: Pause) -> None:
     grouped order; the rows are then live and grouped."""
     rows_per_block = max(1, BLOCK_BYTES // (4 * mirror.dim))
     for lo, hi in _blocks(count, rows_per_block):
-        block = mirror.matrix[lo:hi]
-        wide = block.astype(np.float64)
+        norms = row_norms(mirror.matrix[lo:hi])
+        mirror.norms[lo:hi] = norms
         with np.errstate(divide="ignore"):  # a row deleted during the load: applied after
-            mirror.inv_norms[lo:hi] = 1.0 / np.sqrt((wide * wide).sum(axis=1))
-        mirror.norms[lo:hi] = row_norms(block)
+            mirror.inv_norms[lo:hi] = 1.0 / norms
         pause()
     mirror.alive[:count] = True
     mirror.n = mirror.sorted_n = count

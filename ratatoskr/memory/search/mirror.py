@@ -195,10 +195,9 @@ class VectorMirror:
         ).reshape(count, len(AXES))
         vectors = np.frombuffer(b"".join(r[5] for r in found), dtype=np.float32)
         vectors = vectors.reshape(count, self.dim)
-        wide = vectors.astype(np.float64)
-        with np.errstate(divide="ignore"):
-            inv_norms = (1.0 / np.sqrt((wide * wide).sum(axis=1))).astype(np.float32)
         norms = row_norms(vectors) if count else np.zeros(0, dtype=np.float64)
+        with np.errstate(divide="ignore"):  # a zero vector: its scores are not finite
+            inv_norms = (1.0 / norms).astype(np.float32)
         payloads = [(r[6], r[7], r[8], r[9]) for r in found]
         return Prepared([r[0] for r in found], codes.T, vectors, inv_norms, norms, payloads)
 
@@ -293,7 +292,9 @@ class VectorMirror:
         mirror), and only swapped in under it."""
         if self.n + extra <= len(self.alive):
             return
-        grown = self._grown(self.n + extra + headroom(self.n))
+        # at least doubled: a store filled through this process (an import into a new
+        # file) copies its rows about twice in all, not once per quarter it grows by
+        grown = self._grown(max(self.n + extra + headroom(self.n), 2 * len(self.alive)))
         with self.lock:
             self._take(grown)
 
