@@ -86,6 +86,24 @@ def read_changes(
     return head, upto, found, [cid for cid in ids if cid not in present]
 
 
+def _by_rowid(db: Database, columns: str, pause: Pause) -> Iterator[list[Any]]:
+    """``rowid, columns`` of every chunk in rowid order, ``LOAD_ROWS`` per read transaction
+    (each its own snapshot), with a pause before each."""
+    last = 0
+    while True:
+        pause()
+        with db.read() as conn:
+            part = conn.execute(
+                f"SELECT rowid, {columns} FROM memory_chunks WHERE rowid > ? "
+                "ORDER BY rowid LIMIT ?",
+                (last, LOAD_ROWS),
+            ).fetchall()
+        if not part:
+            return
+        last = int(part[-1][0])
+        yield part
+
+
 def _blocks(count: int, size: int) -> Iterator[tuple[int, int]]:
     for lo in range(0, count, size):
         yield lo, min(count, lo + size)
@@ -154,19 +172,11 @@ def load(
     payloads: list[tuple[int, str, int, str]] = []
     code_parts: list[npt.NDArray[np.int32]] = []
     code = mirror._code
-    last = 0
-    while True:
-        pause()
-        with db.read() as conn:
-            part = conn.execute(
-                "SELECT rowid, chunk_id, tenant, grp, end_user, agent_self, revision, "
-                "vector_key, vector_f64 IS NOT NULL, record_json FROM memory_chunks "
-                "WHERE rowid > ? ORDER BY rowid LIMIT ?",
-                (last, LOAD_ROWS),
-            ).fetchall()
-        if not part:
-            break
-        last = int(part[-1][0])
+    first_pass = (
+        "chunk_id, tenant, grp, end_user, agent_self, revision, vector_key, "
+        "vector_f64 IS NOT NULL, record_json"
+    )
+    for part in _by_rowid(db, first_pass, pause):
         columns = list(zip(*part, strict=True))
         rowids += columns[0]
         ids += columns[1]
@@ -222,18 +232,8 @@ def _place_vectors(
     """The second pass: each vector read by rowid into its row's place. A row deleted
     since the first pass is left empty, and one inserted since is skipped: both are in the
     log, applied after the load."""
-    last = 0
     matrix = mirror.matrix
-    while True:
-        pause()
-        with db.read() as conn:
-            part = conn.execute(
-                "SELECT rowid, embedding FROM memory_chunks WHERE rowid > ? ORDER BY rowid LIMIT ?",
-                (last, LOAD_ROWS),
-            ).fetchall()
-        if not part:
-            return
-        last = int(part[-1][0])
+    for part in _by_rowid(db, "embedding", pause):
         got = np.array([r[0] for r in part], dtype=np.int64)
         at = np.minimum(np.searchsorted(rowids, got), max(0, len(rowids) - 1))
         known = rowids[at] == got if len(rowids) else np.zeros(len(got), dtype=bool)
