@@ -45,6 +45,8 @@ def settled(store: Any, timeout: float = 60.0) -> None:
         head = int(
             conn.execute("SELECT coalesce(max(seq), 0) FROM memory_changes").fetchall()[0][0]
         )
+    if store.engine.worker is not None:
+        store.engine.worker.poke()  # as a search would: a worker nobody searches stays put
     done = store.engine.wait_until(lambda m: m.ready and m.seq >= head, timeout)
     assert done, "the search mirror did not load and catch up in time"
 

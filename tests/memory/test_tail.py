@@ -238,3 +238,25 @@ def test_a_store_closes_mid_load(tmp_path: Path) -> None:
     loaded(again)
     assert again.health()["status"] == "ok"
     again.close()
+
+
+def test_a_store_nobody_searches_does_not_follow_and_its_next_search_is_exact(
+    tmp_path: Path,
+) -> None:
+    pair = filled(tmp_path, seed=7)
+    mirror = pair.ours.mirror
+    assert mirror is not None
+    worker = pair.ours.engine.worker
+    assert worker is not None
+    worker._asked_at = float("-inf")  # as if the last search were long ago
+    seq = mirror.seq
+    for _ in range(5):  # a write-only spell: the worker polls and leaves the log be
+        pair.write(20, rewrite=10, delete=3)
+    assert not worker.wait_until(lambda m: m.seq > seq, 0.3)
+    pair.agree()  # the first search answers beside the mirror, exactly, and pokes
+    assert pair.ours.engine.routes["overlay"] > 0
+    with pair.ours.db.read() as conn:
+        head = int(conn.execute("SELECT max(seq) FROM memory_changes").fetchall()[0][0])
+    assert worker.wait_until(lambda m: m.seq >= head, 30)
+    pair.agree()
+    pair.ours.close()

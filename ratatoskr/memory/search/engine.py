@@ -83,6 +83,8 @@ class SearchEngine:
     def search(self, call: rules.SearchCall, *, quick: bool = False) -> Hits | None:
         """The hits of a validated, confined call; ``None`` only in ``quick`` mode, when
         the search is not cheap for sure (nothing was done that needs undoing)."""
+        if self.worker is not None:
+            self.worker.asked()
         hits = self._from_current(call, quick)
         if hits is not None:
             self.routes["current"] += 1

@@ -8,6 +8,9 @@ no search ever waits for that work.
 - **follow**: every ``POLL_SECONDS``, or at once when a search finds the log ahead of the
   mirror (``poke``), it applies the new entries, holding the lock ``APPLY_ROWS`` rows at a
   time; a search that comes first answers with the changes read from its own snapshot.
+  A process no search has asked of for ``FOLLOW_IDLE_SECONDS`` does not follow: a writer
+  that never searches pays nothing for the mirror, and the first search after its writes
+  answers beside the mirror (or in SQL, a long burst later) while the worker catches up.
 - **regroup**: when the unsorted tail or the dead rows pass their share, and the mirror is
   being searched, it builds a sorted copy beside the live mirror (``build.regrouped``),
   brings the copy up to the log, and swaps it in under the lock. The copy counts against
@@ -41,6 +44,7 @@ FOLLOW_ENTRIES = 4096  # change-log entries read per step
 APPLY_ROWS = 256  # rows applied per hold of the lock (~0.3 ms)
 PAUSE_FOLLOW_SECONDS = 0.002  # a build step follows the log at most this often
 SWAP_BACKLOG = 256  # entries the log may be ahead of a copy when the worker swaps it in
+FOLLOW_IDLE_SECONDS = 5.0  # a mirror no search asked of for this long is not followed
 STOP_SECONDS = 10.0  # ``stop`` waits this long for the thread
 
 logger = logging.getLogger("ratatoskr.memory")
@@ -102,14 +106,20 @@ class MirrorWorker:
         self._budget_head: int | None = None  # log head when the mirror last did not fit
         self._failing = False
         self._followed_at = 0.0
+        self._asked_at = float("-inf")  # the last search on this store (``asked``)
         self._changed = threading.Condition()  # notified when the mirror's state changes
         self._thread = threading.Thread(target=self._run, name="ratatoskr-mirror", daemon=True)
 
     def start(self) -> None:
         self._thread.start()
 
+    def asked(self) -> None:
+        """A search ran on this store: keep following its writes."""
+        self._asked_at = time.monotonic()
+
     def poke(self) -> None:
         """A search found the log ahead of the mirror: follow it now."""
+        self._asked_at = time.monotonic()
         self._wake.set()
 
     def wait_until(self, done: Callable[[VectorMirror], bool], timeout: float) -> bool:
@@ -164,6 +174,8 @@ class MirrorWorker:
         if not mirror.ready:
             self._load()
             return
+        if time.monotonic() - self._asked_at > FOLLOW_IDLE_SECONDS:
+            return  # nobody searches here now: the first search to come pokes
         try:
             self._follow()
         except Behind:
