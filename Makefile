@@ -40,7 +40,7 @@ console-screenshots: $(STAMP)
 # from 1 and 2 processes and the HTTP load test (their figures are printed; the notes of
 # docs/performance.md quote them), then the client bench. ~30 min in all.
 bench: $(STAMP)
-	$(PY) -m bench.memory_search --peers
+	$(PY) -m bench.memory_search --peers --tail 30
 	$(MAKE) bench-1m
 	$(MAKE) bench-writers
 	$(MAKE) bench-http
@@ -51,7 +51,7 @@ bench-quick: $(STAMP)
 
 # 1M x 384, loaded through upsert_many in batches of 1,000 (~6 min); its own report file.
 bench-1m: $(STAMP)
-	$(PY) -m bench.memory_search --n 1000000 --dim 384 --batch 1000 --queries 50 --out docs/performance-1m.md
+	$(PY) -m bench.memory_search --n 1000000 --dim 384 --batch 1000 --queries 50 --tail 30 --out docs/performance-1m.md
 
 bench-http: $(STAMP)
 	$(PY) -m bench.http_load --chunks 20000 --duration 60 --workers 2 --concurrency 8

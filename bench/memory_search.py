@@ -16,6 +16,7 @@ writes it.
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import shlex
 import sys
@@ -68,6 +69,8 @@ from bench.memory_report import (
     rss_bytes,
     write_report,
 )
+from bench.memory_sql_path import time_sql_path
+from bench.memory_tail import run_tail
 from ratatoskr.core.context import CallContext
 from ratatoskr.memory.store import (
     RatatoskrMemoryStore,
@@ -338,6 +341,24 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--peers", action="store_true", help="also time Chroma and LanceDB (the peers extra)"
     )
+    parser.add_argument(
+        "--sql-path",
+        type=int,
+        default=20,
+        help="queries per case timed on the SQL path, the mirror off (0: skip)",
+    )
+    parser.add_argument(
+        "--tail",
+        type=float,
+        default=0.0,
+        help="seconds of searches while a client writes (bench/memory_tail.py; 0: skip)",
+    )
+    parser.add_argument(
+        "--tail-budget",
+        type=int,
+        default=None,
+        help="the mirror's byte budget in the tail benchmark (default: the environment's)",
+    )
     args = parser.parse_args(argv)
     if args.n is None:
         args.n = 10_000 if args.quick else 100_000
@@ -362,16 +383,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     path = os.path.join(workdir, "memory.db")
     store = open_memory_store(path, embedding_dim=cfg.dim)
     try:
-        loaded = load(store, ds, rng, cfg.batch)
+        loaded = load(store, ds, rng, cfg.batch)  # its mirror worker follows the writes
         console.print(
             f"loaded {cfg.n:,} chunks: {loaded.chunks_per_s:,.0f} chunks/s inside upsert_many"
         )
         # Fold the WAL into the main file before timing reads.
         store.db.connection().execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
         db_bytes = os.path.getsize(path)
+        store.close()
+        gc.collect()
         rss_before = rss_bytes()
         t0 = time.perf_counter()
-        store.search(ds.matrix[0].tolist(), top_k=TOP_K)  # the first search loads the mirror
+        store = open_memory_store(path, embedding_dim=cfg.dim)  # a restart: the worker loads
+        assert store.engine.wait_until(lambda m: m.ready, 3600), "the mirror did not load"
         cfg.mirror_load_s = time.perf_counter() - t0
         cfg.mirror_rss = rss_bytes() - rss_before
         cfg.mirror = mirror_memory(store)
@@ -388,6 +412,15 @@ def main(argv: Sequence[str] | None = None) -> int:
                 run_case(case, store, plain, ds, unit, progress)
         plain.conn.close()
         info = machine(store)
+        store.close()
+        if cfg.sql_path:
+            console.print(f"the SQL path: {cfg.sql_path} queries per case, mirror off")
+            cfg.sql_path = time_sql_path(path, cfg.dim, cases, cfg.sql_path)
+        if cfg.tail:
+            console.print(f"searches while a client writes: {cfg.tail:g} s")
+            cfg.tail_result = run_tail(
+                path, cfg.dim, cfg.n, cfg.tail, cfg.seed, mirror_bytes=cfg.tail_budget
+            )
         cfg.peer_results = time_peers(ds, cases) if cfg.peers else []
     finally:
         store.close()

@@ -94,11 +94,12 @@ class RatatoskrMemoryStore(MemoryCalls, MemoryAdmin):
 
     def health(self) -> dict[str, Any]:
         """Ok, degraded or down, with a reason that never holds a path or a secret."""
-        return check_health(
+        health = check_health(
             self.db,
             lambda conn: _idem.count(conn, self.clock()),
             lambda conn: conn.execute("SELECT vec_version()").fetchall(),
         )
+        return self.engine.health(health)  # degraded while the search mirror loads
 
     # -- writes ----------------------------------------------------------------------
 
@@ -217,6 +218,7 @@ class RatatoskrMemoryStore(MemoryCalls, MemoryAdmin):
         )
 
     def close(self) -> None:
+        self.engine.close()  # stops the mirror worker first (mid-load too)
         self.db.close()
 
 

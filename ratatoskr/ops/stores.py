@@ -132,7 +132,8 @@ class Stores:
                 dim = _stored_dim(path)
             if dim is None:
                 raise ValueError(f"a new memory database needs --dim or {DIM_ENV}")
-            self._memory = open_memory(path, embedding_dim=dim, clock=self.clock)
+            # operator commands never search: no mirror to load in the background
+            self._memory = open_memory(path, embedding_dim=dim, clock=self.clock, mirror_bytes=0)
         return self._memory
 
     def affect(self, *, create: bool = False) -> AffectStore:

@@ -36,3 +36,25 @@ def random_chunks(
         chunk(cid, rng.standard_normal(DIM).tolist(), scope={"end_user": users[i % len(users)]})
         for i, cid in enumerate(ids)
     ]
+
+
+def settled(store: Any, timeout: float = 60.0) -> None:
+    """Wait (bounded) until ``store``'s mirror worker has loaded the mirror and applied the
+    change log up to its head as of now, so the next search ranks on the mirror alone."""
+    with store.db.read() as conn:
+        head = int(
+            conn.execute("SELECT coalesce(max(seq), 0) FROM memory_changes").fetchall()[0][0]
+        )
+    if store.engine.worker is not None:
+        store.engine.worker.poke()  # as a search would: a worker nobody searches stays put
+    done = store.engine.wait_until(lambda m: m.ready and m.seq >= head, timeout)
+    assert done, "the search mirror did not load and catch up in time"
+
+
+def loaded(store: Any, timeout: float = 60.0) -> None:
+    """Wait (bounded) until ``store``'s first mirror load is over (a store without a
+    mirror, or the reference store, has nothing to wait for)."""
+    engine = getattr(store, "engine", None)
+    if engine is not None:
+        done = engine.wait_until(lambda m: m.ready or m.over_budget, timeout)
+        assert done, "the search mirror did not load in time"

@@ -23,7 +23,7 @@ from ratatoskr.memory.search import mirror as memory_mirror
 from ratatoskr.memory.search.cosine import row_norms
 from ratatoskr.memory.search.ranking import SORT_MAX, _candidates_by_sort, candidates
 from ratatoskr.memory.store import RatatoskrMemoryStore, open_memory_store
-from tests.memory.helpers import CTX, DIM, chunk, random_chunks, vec
+from tests.memory.helpers import CTX, DIM, chunk, random_chunks, settled, vec
 
 
 def no_transaction() -> Any:
@@ -71,19 +71,24 @@ def test_no_transaction_only_while_nothing_was_committed(
     tmp_path: Path,
 ) -> None:
     store, sql_only = pair
-    assert not answered_without_sql(store, monkeypatch)  # nothing loaded, no mark yet
-    search(store)  # loads the mirror and notes the mark
+    assert not answered_without_sql(store, monkeypatch)  # no mark yet
+    settled(store)  # the worker loaded the mirror and applied the log
+    search(store)  # notes the mark
     assert answered_without_sql(store, monkeypatch)
     assert search(store) == search(sql_only)
 
     # a write by this store, on this thread's own connection
     store.upsert_many([chunk("mine", vec(1, 1, 0.5))], idempotency_key="a", ctx=CTX)
     assert not answered_without_sql(store, monkeypatch)
+    assert search(store)[0]["chunk_id"] == "mine"  # beside the mirror, or on it
+    settled(store)
     assert search(store)[0]["chunk_id"] == "mine" and answered_without_sql(store, monkeypatch)
 
     # a write through another connection of this process
     sql_only.delete_many(["mine"])
     assert not answered_without_sql(store, monkeypatch)
+    assert search(store) == search(sql_only)
+    settled(store)
     assert search(store) == search(sql_only) and answered_without_sql(store, monkeypatch)
 
     # a hand delete on this thread's connection, outside the store's methods
@@ -94,6 +99,8 @@ def test_no_transaction_only_while_nothing_was_committed(
     assert search(store) == search(sql_only)
 
     # a write by another process
+    settled(store)
+    search(store)
     assert answered_without_sql(store, monkeypatch)
     code = textwrap.dedent(
         f"""
@@ -139,10 +146,12 @@ def test_records_not_held_and_float64_embeddings_come_back_verbatim(
         ctx=CTX,
     )
     for include in (None, {"embedding": False}):
-        slow = search(store, 50, include=include)  # after a write: the full path
+        beside = search(store, 50, include=include)  # after a write: the overlay, maybe
+        settled(store)
+        slow = search(store, 50, include=include)  # the full path
         fast = search(store, 50, include=include)
         expected = search(sql_only, 50, include=include)
-        assert slow == expected and fast == expected and len(expected) == 43
+        assert beside == slow == expected and fast == expected and len(expected) == 43
     by_id = {h["chunk_id"]: h["chunk"] for h in search(store, 50)}
     assert by_id["wide"]["embedding"] == wide and by_id["long"]["note"] == long_text
     assert store.mirror is not None and answered_without_sql(store, monkeypatch)
@@ -156,6 +165,7 @@ def test_quick_uses_the_mark_too(
 ) -> None:
     store, _ = pair
     call = rules.parse_search(vec(1, 1), 5, {"end_user": "u1"}, None, None, None, None, DIM)
+    settled(store)
     full = store.search_parsed(call)
     with monkeypatch.context() as patch:
         patch.setattr(store.db, "read", no_transaction())
@@ -166,9 +176,9 @@ def test_the_mirror_norms_are_the_rescoring_norms_bit_for_bit(
     pair: tuple[RatatoskrMemoryStore, RatatoskrMemoryStore],
 ) -> None:
     store, _ = pair
-    search(store)
+    settled(store)
     store.upsert_many([chunk("late", vec(3, -2, 7))], idempotency_key="late", ctx=CTX)
-    search(store)  # applied after the load: a row of the tail
+    settled(store)  # applied after the load: a row of the tail
     mirror = store.mirror
     assert mirror is not None
     live = np.flatnonzero(mirror.alive[: mirror.n])

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from ratatoskr.core.context import CallContext
 from ratatoskr.memory.store import open_memory_store
+from tests.memory.helpers import loaded
 
 WRITER = textwrap.dedent(
     """
@@ -80,6 +81,7 @@ def test_sigkill_mid_batch_leaves_all_or_nothing(tmp_path: Path) -> None:
         )
     # the file is healthy and writable after the crash, and a retry converges
     store = open_memory_store(str(path), embedding_dim=64)
+    loaded(store)
     assert store.health()["status"] == "ok"
     with store.db.read() as conn:
         assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]

@@ -20,7 +20,7 @@ from ratatoskr.core.errors import (
 from ratatoskr.provider.memory_store import RatatoskrMemoryStore
 from ratatoskr.sqlite.health import DURABILITY
 from tests.backends import Backend
-from tests.memory.helpers import CTX, DIM, chunk, vec
+from tests.memory.helpers import CTX, DIM, chunk, loaded, vec
 
 SECRET = "SECRET-MARKER-93f1"
 
@@ -293,6 +293,7 @@ def test_reads_are_confined(store: RatatoskrMemoryStore) -> None:
 def test_health_ok_and_infallible(
     store: RatatoskrMemoryStore, backend: Backend, tmp_path: Path
 ) -> None:
+    loaded(store)  # until then the plane is served, degraded (tests/memory/test_tail.py)
     health = store.health()
     assert health["status"] == "ok"
     if backend.name == "sqlite":  # a file names the durability its writes have

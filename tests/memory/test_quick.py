@@ -12,8 +12,9 @@ import pytest
 
 from ratatoskr.memory import rules
 from ratatoskr.memory.search import engine
+from ratatoskr.memory.search.worker import holding
 from ratatoskr.memory.store import RatatoskrMemoryStore, open_memory_store
-from tests.memory.helpers import CTX, DIM, chunk
+from tests.memory.helpers import CTX, DIM, chunk, settled
 
 
 def call(rng: np.random.Generator, **scope: Any) -> rules.SearchCall:
@@ -38,7 +39,7 @@ def filled(path: Path, rng: np.random.Generator, n: int = 300) -> RatatoskrMemor
 def test_quick_answers_what_the_full_search_answers(tmp_path: Path) -> None:
     rng = np.random.default_rng(1)
     store = filled(tmp_path / "m.db", rng)
-    store.search_parsed(call(rng))  # loads the mirror
+    settled(store)
     scopes: list[dict[str, Any]] = [
         {"all": {"end_user": "u4"}},
         {"all": {"tenant": "t1", "agent_self": "a3"}},
@@ -59,11 +60,14 @@ def test_quick_answers_what_the_full_search_answers(tmp_path: Path) -> None:
 def test_quick_defers_until_the_mirror_is_loaded(tmp_path: Path) -> None:
     rng = np.random.default_rng(2)
     store = filled(tmp_path / "m.db", rng)
-    reopened = open_memory_store(str(tmp_path / "m.db"), embedding_dim=DIM)
-    search = call(rng, all={"end_user": "u3"})
-    assert reopened.search_quick(search) is None  # a load takes seconds at scale: threadpool
-    assert reopened.mirror is not None and reopened.mirror.seq == -1  # nothing was done
-    full = reopened.search_parsed(search)
+    with holding("load-started") as hold:
+        reopened = open_memory_store(str(tmp_path / "m.db"), embedding_dim=DIM)
+        assert hold.reached.wait(30)
+        search = call(rng, all={"end_user": "u3"})
+        assert reopened.search_quick(search) is None  # a load takes seconds at scale
+        assert reopened.mirror is not None and reopened.mirror.seq == -1  # nothing was done
+        full = reopened.search_parsed(search)  # exact SQL, in the threadpool
+    settled(reopened)
     assert reopened.search_quick(search) == full
     store.close()
     reopened.close()
@@ -72,7 +76,7 @@ def test_quick_defers_until_the_mirror_is_loaded(tmp_path: Path) -> None:
 def test_quick_defers_a_scope_too_broad(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     rng = np.random.default_rng(3)
     store = filled(tmp_path / "m.db", rng)
-    store.search_parsed(call(rng))
+    settled(store)
     monkeypatch.setattr(engine, "QUICK_FLOATS", 20 * DIM)
     assert store.search_quick(call(rng, all={"end_user": "u7"})) is not None  # 10 rows
     assert store.search_quick(call(rng, all={"tenant": "t0"})) is None  # 100 rows
@@ -83,7 +87,7 @@ def test_quick_defers_a_scope_too_broad(tmp_path: Path, monkeypatch: pytest.Monk
 def test_quick_defers_a_large_answer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     rng = np.random.default_rng(7)
     store = filled(tmp_path / "m.db", rng)
-    store.search_parsed(call(rng))
+    settled(store)
 
     def search(top_k: int, embedding: bool, **scope: dict[str, str]) -> rules.SearchCall:
         vector = rng.standard_normal(DIM).tolist()
@@ -105,7 +109,7 @@ def test_quick_sees_each_acknowledged_write_and_defers_a_long_backlog(
     rng = np.random.default_rng(4)
     writer = filled(tmp_path / "m.db", rng)
     reader = open_memory_store(str(tmp_path / "m.db"), embedding_dim=DIM)
-    reader.search_parsed(call(rng))
+    settled(reader)
     target = rng.standard_normal(DIM).tolist()
     search = rules.parse_search(target, 1, {"end_user": "new"}, None, None, None, None, DIM)
     for i in range(3):  # alternating: each write is visible to the very next quick search
@@ -117,9 +121,12 @@ def test_quick_sees_each_acknowledged_write_and_defers_a_long_backlog(
         assert reader.search_quick(search) == []
     monkeypatch.setattr(engine, "QUICK_CHANGES", 2)
     many = [chunk(f"m{i}", target, scope={"end_user": "new"}) for i in range(5)]
-    writer.upsert_many(many, idempotency_key="many", ctx=CTX)
-    assert reader.search_quick(search) is None  # 5 changes behind: the threadpool catches up
-    assert reader.search_parsed(search)[0]["chunk_id"] == "m0"
+    with holding("follow", reader.engine.worker) as hold:  # the worker waits before it applies them
+        assert hold.reached.wait(30)
+        writer.upsert_many(many, idempotency_key="many", ctx=CTX)
+        assert reader.search_quick(search) is None  # 5 changes behind: the threadpool
+        assert reader.search_parsed(search)[0]["chunk_id"] == "m0"
+    settled(reader)
     assert reader.search_quick(search) == reader.search_parsed(search)
     writer.close()
     reader.close()
@@ -129,6 +136,7 @@ def test_quick_defers_while_another_thread_holds_the_mirror(tmp_path: Path) -> N
     rng = np.random.default_rng(5)
     store = filled(tmp_path / "m.db", rng)
     search = call(rng, all={"end_user": "u2"})
+    settled(store)
     expected = store.search_parsed(search)
     assert store.mirror is not None
     with store.mirror.lock:  # e.g. a broad search ranking in the threadpool

@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 import httpx
 import orjson
 
+from ratatoskr.memory.search.engine import LOADING_REASON
 from ratatoskr.wire.tokens import mint_token
 
 KEY = "server-tests-" + "k" * 40  # the marker tests check it never reaches a log
@@ -112,6 +113,20 @@ class Server:
                 return None
 
         poll(up, timeout, "the server to come up")
+        poll(self._mirrors_loaded, timeout, "the workers' search mirrors to load")
+
+    def _mirrors_loaded(self) -> bool | None:
+        """Whether no worker (of a few probes: any may answer) still loads its mirror: until
+        then the memory plane is served, degraded (``tests/memory/test_tail.py``)."""
+        for _ in range(2 * self.workers + 4):
+            try:
+                body = httpx.get(self.url + "/readyz", timeout=2).json()
+            except (httpx.HTTPError, ValueError):
+                return None
+            memory = body.get("planes", {}).get("memory")
+            if memory is not None and str(memory.get("reason")).startswith(LOADING_REASON):
+                return None
+        return True
 
     def output(self) -> str:
         return self.stdout_path.read_text(errors="replace") + self.stderr_path.read_text(

@@ -8,11 +8,16 @@ import orjson
 from starlette.testclient import TestClient
 
 from ratatoskr import __version__
-from ratatoskr.memory.store import RatatoskrMemoryStore
+from ratatoskr.memory.search.engine import LOADING_REASON
+from ratatoskr.memory.search.worker import holding
+from ratatoskr.memory.store import RatatoskrMemoryStore, open_memory_store
 from ratatoskr.memory.verbs import memory_table
+from ratatoskr.sqlite.jti import JtiLedger
 from ratatoskr.wire.openapi import openapi_document
+from tests.apps import memory_app
 from tests.backends import Backend
-from tests.wire.helpers import call, envelope, error_code, ok, post, token_for
+from tests.memory.helpers import loaded
+from tests.wire.helpers import DIM, KEY, call, envelope, error_code, ok, post, token_for
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "openapi.json"
 BASIC_VERBS = [
@@ -85,6 +90,7 @@ DURABLE = {
 
 
 def test_readyz(client: TestClient, store: RatatoskrMemoryStore, backend: Backend) -> None:
+    loaded(store)  # before, the plane is degraded (below)
     response = client.get("/readyz")
     assert response.status_code == 200
     assert response.json() == {
@@ -112,3 +118,24 @@ def test_openapi_is_served_and_matches_the_docs(client: TestClient) -> None:
     on_disk = orjson.loads(DOCS.read_bytes())
     assert on_disk == expected, "regenerate with: python -m ratatoskr.server.openapi_doc"
     assert document == expected
+
+
+def test_readyz_and_health_while_the_search_mirror_loads(tmp_path: Path, ledger: JtiLedger) -> None:
+    """Served, slower: ready, with the memory plane degraded and saying why, until the
+    worker's first load is done; then ok."""
+    with holding("load-started") as hold:
+        store = open_memory_store(str(tmp_path / "m.db"), embedding_dim=DIM)
+        with TestClient(memory_app(store, KEY, ledger=ledger)) as client:
+            assert hold.reached.wait(30)
+            response = client.get("/readyz")
+            assert response.status_code == 200
+            reason = f"{LOADING_REASON}; {DURABLE['sqlite']}"  # served, slower; still durable
+            loading = {"status": "degraded", "reason": reason}
+            assert response.json() == {"ready": True, "planes": {"memory": loading}}
+            assert ok(call(client, "health", {})) == loading
+            assert ok(call(client, "search", {"vector": [1.0] * DIM, "top_k": 3})) is not None
+            hold.release()
+            loaded(store)
+            assert client.get("/readyz").json()["planes"]["memory"]["status"] == "ok"
+            assert ok(call(client, "health", {}))["status"] == "ok"
+    store.close()

@@ -2,20 +2,27 @@
 
 A search walks these steps, each of which may hand it to the next route:
 
-1. **current**: when the file provably has not changed since the mirror last synced
+1. **current**: when the file provably has not changed since the mirror last matched it
    (``CurrentMark``), rank on the mirror without opening a read transaction;
-2. **mirror**: inside a read transaction, lock the mirror, apply the change log up to that
-   snapshot (``sync``), note the mark, admit the filter's rows and rank them;
-3. **SQL**: with no mirror, a mirror still loading, or one over its byte budget, rank in SQL.
+2. **mirror**: lock the mirror, then open a read transaction (so the snapshot holds every
+   change the mirror does: the worker applies a change only after reading it), read the
+   log's head, and rank on the mirror; when the log is ahead of the mirror, the chunks
+   changed since are read from the snapshot and ranked beside it (**overlay**);
+3. **SQL**: with no mirror, before its first load is complete, over its byte budget, or
+   a log too far ahead of it (``OVERLAY_MAX``), rank in SQL.
 
-``quick`` is the wire's event-loop mode: every step refuses (``None``) instead of waiting or
-doing more than about half a millisecond of work, so the caller can fall back to a thread.
-Every route picks float32 candidates with a margin and rescores them in float64, so all of
-them return the same exact hits.
+No search loads, follows or regroups the mirror: its worker thread (``worker.py``) does,
+and a search never waits for it beyond one of its short steps. ``quick`` is the wire's
+event-loop mode: every step refuses (``None``) instead of waiting or doing more than about
+half a millisecond of work, so the caller can fall back to a thread. Every route picks
+float32 candidates with a margin and rescores them in float64, so all of them return the
+same exact hits.
 """
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 import apsw
@@ -23,69 +30,130 @@ import apsw
 from ratatoskr.memory import rules
 from ratatoskr.memory.search.hits import CurrentMark, Gathered, fetch_rows, mirror_hits, sql_hits
 from ratatoskr.memory.search.mirror import VectorMirror
+from ratatoskr.memory.search.overlay import Overlay, overlay_hits, read_overlay
 from ratatoskr.memory.search.sql import rank_in_sql
+from ratatoskr.memory.search.worker import MirrorWorker
 from ratatoskr.sqlite.database import Database
 
 # the quick mode's bounds: about half a millisecond of work, whatever the dimension
-QUICK_CHANGES = 64  # change-log entries a quick search may apply
+QUICK_CHANGES = 64  # change-log entries a quick search may read beside the mirror
 QUICK_FLOATS = 1 << 21  # rows x dim to score
 QUICK_HITS = 64
 QUICK_HIT_FLOATS = 1 << 14  # embedding values in the hits: ~20 embeddings at 768
+# Beyond this many change-log entries ahead of the mirror a search runs in SQL (the worker
+# is then far behind: a burst of writes): reading them would cost more than SQL does.
+OVERLAY_MAX = 8192
+LOADING_REASON = "search mirror is loading: searches are served by exact SQL, slower"
 
 Hits = list[dict[str, Any]]
 
 
 class SearchEngine:
-    """Owns the mirror of one store's file and answers its searches."""
+    """Owns the mirror of one store's file (and its worker) and answers its searches."""
 
     def __init__(self, db: Database, embedding_dim: int, mirror: VectorMirror | None) -> None:
         self.db = db
         self.embedding_dim = embedding_dim
         self.mirror = mirror
         self._mark = CurrentMark()
+        self.routes: Counter[str] = Counter()  # searches answered per route (approximate)
+        self.worker = MirrorWorker(db, mirror) if mirror is not None else None
+        if self.worker is not None:
+            self.worker.start()
+
+    @property
+    def loading(self) -> bool:
+        """Whether searches run in SQL because the mirror is not loaded yet (not because
+        it is off or over its budget)."""
+        mirror = self.mirror
+        return mirror is not None and not mirror.ready and not mirror.over_budget
+
+    def health(self, health: dict[str, Any]) -> dict[str, Any]:
+        """A store's ``ok`` is ``degraded`` while the mirror loads: served, slower."""
+        if health.get("status") == "ok" and self.loading:
+            mode = health.get("reason")  # the durability the file's writes have
+            reason = LOADING_REASON if mode is None else f"{LOADING_REASON}; {mode}"
+            return {"status": "degraded", "reason": reason}
+        return health
+
+    def close(self) -> None:
+        if self.worker is not None:
+            self.worker.stop()
 
     def search(self, call: rules.SearchCall, *, quick: bool = False) -> Hits | None:
         """The hits of a validated, confined call; ``None`` only in ``quick`` mode, when
         the search is not cheap for sure (nothing was done that needs undoing)."""
+        if self.worker is not None:
+            self.worker.asked()
         hits = self._from_current(call, quick)
         if hits is not None:
+            self.routes["current"] += 1
             return hits
         mirror = self.mirror
-        if quick and (mirror is None or mirror.loading):
+        if mirror is not None and mirror.ready:
+            if not mirror.lock.acquire(blocking=not quick):
+                return None
+            held = True
+            try:
+                with self.db.read() as conn:
+                    step = self._at_snapshot(conn, mirror, call, quick)
+                    mirror.lock.release()
+                    held = False
+                    if step is None:
+                        return None if quick else self._in_sql(conn, call)
+                    gathered, overlay = step
+                    if gathered is None:
+                        return None
+                    unheld = gathered.unheld()
+                    fetched = fetch_rows(conn, unheld, call.include_embedding) if unheld else {}
+                    hits = mirror_hits(gathered, call.include_embedding, fetched)
+            finally:
+                if held:
+                    mirror.lock.release()
+            if overlay is None:
+                self.routes["mirror"] += 1
+                return hits
+            self.routes["overlay"] += 1
+            return overlay_hits(overlay, call, hits)
+        if quick:
             return None
         with self.db.read() as conn:
-            gathered = self._on_mirror(conn, call, quick)
-            if gathered is None:
-                if quick:
-                    return None
-                ranked = rank_in_sql(conn, call, self.embedding_dim)
-                return sql_hits(conn, ranked, call.include_embedding)
-            unheld = gathered.unheld()
-            fetched = fetch_rows(conn, unheld, call.include_embedding) if unheld else {}
-            return mirror_hits(gathered, call.include_embedding, fetched)
+            return self._in_sql(conn, call)
 
-    def _on_mirror(
-        self, conn: apsw.Connection, call: rules.SearchCall, quick: bool
-    ) -> Gathered | None:
-        """Step 2 at ``conn``'s snapshot; ``None`` hands the search on (to SQL, or back)."""
-        mirror = self.mirror
-        if mirror is None or mirror.loading:
-            return None  # a (re)load takes seconds at 1M chunks: answer in SQL meanwhile
-        if not mirror.lock.acquire(blocking=not quick):
+    def _in_sql(self, conn: apsw.Connection, call: rules.SearchCall) -> Hits:
+        self.routes["sql"] += 1
+        ranked = rank_in_sql(conn, call, self.embedding_dim)
+        return sql_hits(conn, ranked, call.include_embedding)
+
+    def _at_snapshot(
+        self, conn: apsw.Connection, mirror: VectorMirror, call: rules.SearchCall, quick: bool
+    ) -> tuple[Gathered | None, Overlay | None] | None:
+        """Step 2 in ``conn``'s snapshot, holding the mirror's lock: the mirror's part of the
+        answer and the changes beside it; ``None`` hands the search to SQL."""
+        head, floor = conn.execute(
+            "SELECT (SELECT max(seq) FROM memory_changes), (SELECT min(seq) FROM memory_changes)"
+        ).fetchall()[0]
+        head, seq = int(head or 0), mirror.seq
+        if not mirror.ready:
             return None
-        try:
-            if not mirror.sync(conn, max_changes=QUICK_CHANGES if quick else None):
-                return None
+        overlay = None
+        if head == seq:
             self._mark.note(conn, mirror.generation)
-            return self._rank(mirror, call, quick)
-        finally:
-            mirror.lock.release()
+        else:
+            if self.worker is not None:
+                self.worker.poke()
+            pruned = floor is not None and seq < int(floor) - 1
+            if head < seq or pruned or head - seq > (QUICK_CHANGES if quick else OVERLAY_MAX):
+                return None
+            overlay = read_overlay(conn, seq, call)
+        exclude = overlay.excluded(mirror) if overlay is not None else None
+        return self._rank(mirror, call, quick, exclude), overlay
 
     def _from_current(self, call: rules.SearchCall, quick: bool) -> Hits | None:
-        """Step 1: the mirror alone, when the file is provably unchanged since it synced;
-        ``None`` when that cannot be shown (or, ``quick``, the work is not small)."""
+        """Step 1: the mirror alone, when the file is provably unchanged since it matched
+        it; ``None`` when that cannot be shown (or, ``quick``, the work is not small)."""
         mirror = self.mirror
-        if mirror is None or mirror.loading or self.db.in_memory:
+        if mirror is None or not mirror.ready or self.db.in_memory:
             return None
         conn = self.db.connection()
         try:
@@ -98,7 +166,7 @@ class SearchEngine:
         if not mirror.lock.acquire(blocking=not quick):
             return None
         try:
-            if mirror.generation != generation:
+            if mirror.generation != generation or not mirror.ready:
                 return None
             gathered = self._rank(mirror, call, quick)
         finally:
@@ -116,13 +184,20 @@ class SearchEngine:
             return None  # the file changed since the check: not the mirror's snapshot
         return mirror_hits(gathered, call.include_embedding, fetched)
 
-    def _rank(self, mirror: VectorMirror, call: rules.SearchCall, quick: bool) -> Gathered | None:
+    def _rank(
+        self,
+        mirror: VectorMirror,
+        call: rules.SearchCall,
+        quick: bool,
+        exclude: Any = None,
+    ) -> Gathered | None:
         """Admit the filter's rows and rank them (the caller holds the lock); ``None`` in
         ``quick`` mode when scoring them or building the hits would not stay small."""
+        mirror.searched = True
         rows = mirror.admitted(call.scope_all, call.scope_any)
         if quick and not self._quick_enough(mirror.admitted_count(rows), call):
             return None
-        return mirror.search(rows, call.vector, call.top_k, call.include_embedding)
+        return mirror.search(rows, call.vector, call.top_k, call.include_embedding, exclude)
 
     def _quick_enough(self, admitted: int, call: rules.SearchCall) -> bool:
         """Whether ranking ``admitted`` rows and building the hits stays small: the rows to
@@ -135,3 +210,10 @@ class SearchEngine:
             and hits <= QUICK_HITS
             and embedding_floats <= QUICK_HIT_FLOATS
         )
+
+    def wait_until(self, done: Callable[[VectorMirror], bool], timeout: float) -> bool:
+        """Whether ``done(mirror)`` holds within ``timeout`` seconds, looked at each time the
+        worker changes the mirror's state (a load, a swap, a drop); tests and benchmarks."""
+        if self.mirror is None or self.worker is None:
+            return True
+        return self.worker.wait_until(done, timeout)

@@ -91,10 +91,10 @@ def sql_hits(
     if not ranked:
         return []
     by_id = fetch_rows(conn, [cid for cid, _ in ranked], include_embedding)
-    return [_hit_from_row(by_id[cid], score, include_embedding) for cid, score in ranked]
+    return [hit_from_row(by_id[cid], score, include_embedding) for cid, score in ranked]
 
 
-def _hit_from_row(row: Row, score: float, include_embedding: bool) -> dict[str, Any]:
+def hit_from_row(row: Row, score: float, include_embedding: bool) -> dict[str, Any]:
     record = stored_record(row[2], row[3], row[4], row[5], include_embedding)
     return rules.search_hit(record, row[0], score, row[1], include_embedding)
 
@@ -109,7 +109,7 @@ def mirror_hits(
     for i, (cid, score) in enumerate(gathered.ranked):
         row = fetched.get(cid) if fetched else None
         if row is not None:
-            hits.append(_hit_from_row(row, score, include_embedding))
+            hits.append(hit_from_row(row, score, include_embedding))
             continue
         record = orjson.loads(gathered.records[i])  # type: ignore[arg-type]  # held: not None
         if vectors is not None:

@@ -2,19 +2,20 @@
 speed of numpy.
 
 SQLite stays the source of truth. Every change to ``memory_chunks`` (from any process, any
-tool: triggers write it) appends the chunk id to ``memory_changes``; before each search the
-mirror reads the log's head inside the search's own read transaction and applies what it has
-not seen, so a search sees every write committed before it began (read-your-writes across
-workers). A mirror that fell behind the pruned log, or saw the log go backwards (a restored
-file), reloads whole.
+tool) appends the chunk id to ``memory_changes``. The mirror holds the rows as of one entry
+of that log (``seq``); the store's mirror worker (``worker.py``) builds it in the
+background, applies the log as it grows (``apply``) and regroups it, and is the only thread
+that changes it, under ``lock``. A search that finds the log ahead of ``seq`` answers from
+the mirror with the changed chunks read from its own snapshot (``overlay.py``), so it sees
+every write committed before it began (read-your-writes across workers) without waiting.
 
-Rows are kept grouped by scope: a load sorts them by (tenant, group, end_user, agent_self),
-so one tenant, or one end_user inside it, is a contiguous slice that ``ranking.py``
-scores in place instead of gathering it. Writes after the load update a row in place when
-its scope is unchanged and otherwise append to an unsorted tail; when the tail or the dead
-rows grow past a share of the mirror, it reloads (sorted again). Each axis also keeps the
-grouped rows ordered by its value (built at load), so the rows of one value are found by a
-binary search, not by scanning the mirror.
+Rows are kept grouped by scope: a load or a regroup sorts them by (tenant, group, end_user,
+agent_self), so one tenant, or one end_user inside it, is a contiguous slice that
+``ranking.py`` scores in place instead of gathering it. Writes after that update a row in place
+when its scope is unchanged and otherwise append to an unsorted tail; when the tail or the
+dead rows grow past a share of the mirror (``needs_regroup``), the worker regroups. Each
+axis also keeps the grouped rows ordered by its value, so the rows of one value are found
+by a binary search, not by scanning the mirror.
 
 The mirror also holds what a hit returns besides its vector: the revision, the vector's key,
 whether a float64 copy of the vector is stored, and the record's JSON when it is short
@@ -28,8 +29,8 @@ import os
 import threading
 from collections.abc import Sequence
 from itertools import pairwise
+from typing import Any, NamedTuple
 
-import apsw
 import numpy as np
 import numpy.typing as npt
 
@@ -38,12 +39,10 @@ from ratatoskr.memory.search.cosine import F32, F64, I64, cosine_rows, rank, row
 from ratatoskr.memory.search.hits import Gathered
 from ratatoskr.memory.search.ranking import (
     candidates,
-    pick,
     row_lists,
     scoped_candidates,
     settled_top,
 )
-from ratatoskr.sqlite.scope_sql import placeholders
 
 MIRROR_BYTES_ENV = "RATATOSKR_MEMORY_MIRROR_BYTES"
 DEFAULT_MIRROR_BYTES = 4 << 30
@@ -54,13 +53,45 @@ PYTHON_BYTES_PER_ROW = 160 + 8 * len(AXES) + 80
 # A record's JSON (everything but the vector) up to this many characters is held, so a hit
 # is built without reading SQLite; a longer one is read from the file when it is a hit.
 RECORD_INLINE = 1024
-_FETCH_BATCH = 500
-_PAYLOAD = "revision, vector_key, vector_f64 IS NOT NULL, record_json"
-_SCAN = (
-    f"SELECT chunk_id, tenant, grp, end_user, agent_self, {_PAYLOAD} "
-    "FROM memory_chunks ORDER BY rowid"
+# a regroup is due when the tail or the dead rows pass an eighth of the live rows (and this)
+REGROUP_MIN = 4096
+REGROUP_SHARE = 8
+# What the mirror reads of a changed chunk (``apply``): its id, scope, vector and payload.
+CHANGED_COLUMNS = (
+    "chunk_id, tenant, grp, end_user, agent_self, embedding, "
+    "revision, vector_key, vector_f64 IS NOT NULL, record_json"
 )
+Changed = Sequence[Any]  # one row of CHANGED_COLUMNS
+Objects = npt.NDArray[np.object_]
 Payload = tuple[int, str, int, str]  # revision, vector key, float64 stored, record JSON
+# the attributes that make up the rows (what ``adopt`` takes over)
+_STATE = (
+    "n", "sorted_n", "matrix", "inv_norms", "norms", "codes", "alive", "dead", "ids", "rows",
+    "revisions", "keys", "records", "wide", "record_bytes", "values", "_by_code",
+    "_sorted_codes", "seq",
+)  # fmt: skip
+
+
+class Prepared(NamedTuple):
+    """Changed rows made ready for ``VectorMirror.place`` (``prepare``): per row its id,
+    axis codes (one column each), float32 vector, inverse norm, float64 norm and payload."""
+
+    ids: list[str]
+    codes: npt.NDArray[np.int32]
+    vectors: F32
+    inv_norms: F32
+    norms: F64
+    payloads: list[Payload]
+
+    def part(self, lo: int, hi: int) -> Prepared:
+        return Prepared(
+            self.ids[lo:hi],
+            self.codes[:, lo:hi],
+            self.vectors[lo:hi],
+            self.inv_norms[lo:hi],
+            self.norms[lo:hi],
+            self.payloads[lo:hi],
+        )
 
 
 def mirror_budget_from_env() -> int:
@@ -73,6 +104,13 @@ def mirror_budget_from_env() -> int:
     if value < 0:
         raise ValueError(f"{MIRROR_BYTES_ENV} must be >= 0")
     return value
+
+
+def headroom(rows: int) -> int:
+    """Rows allocated past ``rows`` at a load, a regroup or a growth: twice the tail that
+    makes a regroup due, so the rows written while one runs fit too. Their pages are not
+    touched until rows are appended, so they cost no memory before."""
+    return max(16, min(max(rows, 16), 2 * max(REGROUP_MIN, rows // REGROUP_SHARE)))
 
 
 def bytes_per_row(dim: int) -> int:
@@ -89,10 +127,11 @@ class VectorMirror:
         self.dim = dim
         self.max_bytes = max_bytes
         self.lock = threading.Lock()
-        self.seq = -1  # last change applied; -1: never loaded
         self.over_budget = False
-        self.reloads = 0
-        self.loading = False  # read without the lock: searches go to SQL while it is True
+        self.reloads = 0  # loads from the file
+        self.regroups = 0  # regroups swapped in
+        self.ready = False  # read without the lock: searches go to SQL until it is True
+        self.searched = False  # a search ranked on it since the last regroup
         self.generation = 0  # bumped before every change to the rows: a search's proof of
         # currency (``hits.CurrentMark``) holds only while it stays the same
         self._starts: list[tuple[npt.NDArray[np.int32], ...] | None] = [None] * len(AXES)
@@ -103,6 +142,7 @@ class VectorMirror:
         return bytes_per_row(self.dim)
 
     def _reset(self, capacity: int) -> None:
+        self.seq = -1  # the last change-log entry the rows include; -1: none loaded
         self.n = 0
         self.sorted_n = 0  # rows below this are grouped by scope; the rest is the tail
         self.matrix: F32 = np.zeros((capacity, self.dim), dtype=np.float32)
@@ -111,11 +151,14 @@ class VectorMirror:
         self.codes = np.zeros((len(AXES), capacity), dtype=np.int32)
         self.alive = np.zeros(capacity, dtype=bool)
         self.dead = 0
-        self.ids: list[str] = []
+        # Per row the chunk id, revision, vector key and record JSON (None: not held) in
+        # numpy arrays: unlike lists of a million items, the garbage collector never walks
+        # them (a young list that size costs it ~20 ms a pass, on whichever thread).
+        self.ids: Objects = np.empty(capacity, dtype=object)
         self.rows: dict[str, int] = {}
-        self.revisions: list[int] = []
-        self.keys: list[str] = []
-        self.records: list[str | None] = []
+        self.revisions: npt.NDArray[np.int64] = np.zeros(capacity, dtype=np.int64)
+        self.keys: Objects = np.empty(capacity, dtype=object)
+        self.records: Objects = np.empty(capacity, dtype=object)
         self.wide = np.zeros(capacity, dtype=bool)
         self.record_bytes = 0  # characters of the records held
         self.values: list[dict[str, int]] = [{} for _ in AXES]
@@ -125,166 +168,87 @@ class VectorMirror:
         self._by_code: list[npt.NDArray[np.int32]] = []
         self._sorted_codes: list[npt.NDArray[np.int32]] = []
 
-    # -- keeping in step ---------------------------------------------------------------
+    # -- keeping in step (the worker thread alone calls these, holding ``lock``) --------
 
-    def sync(self, conn: apsw.Connection, max_changes: int | None = None) -> bool:
-        """Bring the mirror to the snapshot of ``conn``'s open read transaction.
-
-        False when the mirror cannot serve this snapshot (over budget, or already ahead of
-        it because another thread synced to a newer one); the caller then searches in SQL.
-        With ``max_changes`` it does only cheap work: False, with nothing done, when it
-        would have to apply more changes than that, reload or regroup.
-        """
-        head, floor = conn.execute(
-            "SELECT (SELECT max(seq) FROM memory_changes), (SELECT min(seq) FROM memory_changes)"
-        ).fetchall()[0]
-        head = int(head or 0)
-        cheap_only = max_changes is not None
-        limit = head if max_changes is None else max_changes
-        if head != self.seq:
-            behind = floor is not None and self.seq < int(floor) - 1
-            if self.seq > head or self.seq < 0 or behind or self.over_budget:
-                return False if cheap_only else self._reload(conn, head)
-            if head - self.seq > limit:
-                return False
-            self._apply(conn, head)
-            if self.used_bytes() > self.max_bytes:
-                return False if cheap_only else self._reload(conn, head)
-        if self.over_budget:
-            return False
-        if max(self.n - self.sorted_n, self.dead) > max(4096, (self.n - self.dead) // 8):
-            # regroup: the tail and the holes grew too big
-            return False if cheap_only else self._reload(conn, head)
-        return True
+    def needs_regroup(self) -> bool:
+        """Whether the unsorted tail or the dead rows outgrew their share of the rows."""
+        live = self.n - self.dead
+        return max(self.n - self.sorted_n, self.dead) > max(REGROUP_MIN, live // REGROUP_SHARE)
 
     def used_bytes(self) -> int:
         """What the live rows cost, as the budget counts it."""
         return (self.n - self.dead) * self.bytes_per_row + self.record_bytes
 
-    def _apply(self, conn: apsw.Connection, head: int) -> None:
-        """Apply the logged changes after ``self.seq`` up to ``head``."""
+    def apply(self, found: Sequence[Changed], gone: Sequence[str]) -> None:
+        """``place(prepare(found), gone)``: for a mirror not serving (no lock)."""
+        self.place(self.prepare(found), gone)
+
+    def prepare(self, found: Sequence[Changed]) -> Prepared:
+        """What ``place`` needs of rows read from the file (``CHANGED_COLUMNS``), computed
+        before the lock is taken: the axis codes (new values get theirs now; no row holds
+        them yet), the vectors, their norms and the payloads."""
+        count = len(found)
+        code = self._code
+        codes = np.array(
+            [(code(0, r[1]), code(1, r[2]), code(2, r[3]), code(3, r[4])) for r in found],
+            dtype=np.int32,
+        ).reshape(count, len(AXES))
+        vectors = np.frombuffer(b"".join(r[5] for r in found), dtype=np.float32)
+        vectors = vectors.reshape(count, self.dim)
+        norms = row_norms(vectors) if count else np.zeros(0, dtype=np.float64)
+        with np.errstate(divide="ignore"):  # a zero vector: its scores are not finite
+            inv_norms = (1.0 / norms).astype(np.float32)
+        payloads = [(r[6], r[7], r[8], r[9]) for r in found]
+        return Prepared([r[0] for r in found], codes.T, vectors, inv_norms, norms, payloads)
+
+    def place(self, prepared: Prepared, gone: Sequence[str]) -> None:
+        """Bring ``prepared`` rows and the removal of ``gone`` into the mirror. A row whose
+        scope is unchanged is updated in place; a new row, or one whose scope moved (its
+        old place is in another group), is appended to the unsorted tail."""
         self.generation += 1
-        changed = [
-            r[0]
-            for r in conn.execute(
-                "SELECT DISTINCT chunk_id FROM memory_changes WHERE seq > ?", (self.seq,)
-            ).fetchall()
-        ]
-        for start in range(0, len(changed), _FETCH_BATCH):
-            part = changed[start : start + _FETCH_BATCH]
-            found = conn.execute(
-                f"SELECT chunk_id, tenant, grp, end_user, agent_self, embedding, {_PAYLOAD} "
-                f"FROM memory_chunks WHERE chunk_id IN ({placeholders(len(part))})",
-                part,
-            ).fetchall()
-            seen = set()
-            for chunk_id, tenant, grp, end_user, agent_self, blob, *held in found:
-                payload: Payload = (held[0], held[1], held[2], held[3])
-                self._put(chunk_id, (tenant, grp, end_user, agent_self), blob, payload)
-                seen.add(chunk_id)
-            for chunk_id in part:
-                if chunk_id not in seen:
-                    self._kill(chunk_id)
-        self.seq = head
+        self._kill(gone)
+        ids, codes = prepared.ids, prepared.codes
+        if not ids:
+            return
+        rows = self.rows
+        at = np.array([rows.get(cid, -1) for cid in ids], dtype=np.int64)
+        same = at >= 0
+        if same.any():
+            held = np.flatnonzero(same)
+            same[held] = (self.codes[:, at[held]] == codes[:, held]).all(axis=0)
+            self._kill([ids[i] for i in np.flatnonzero((at >= 0) & ~same).tolist()])
+        fresh = np.flatnonzero(~same)
+        if self.n + len(fresh) > len(self.alive):  # the worker reserves first: not here
+            self._grow(self.n + len(fresh) + headroom(self.n))
+        placed = np.arange(self.n, self.n + len(fresh), dtype=np.int64)
+        at[fresh] = placed
+        added = [ids[i] for i in fresh.tolist()]
+        rows.update(zip(added, placed.tolist(), strict=True))
+        self.ids[placed] = added
+        self.n += len(fresh)
+        self.codes[:, placed] = codes[:, fresh]
+        self.alive[placed] = True
+        self._hold(at, prepared.payloads)
+        self.matrix[at] = prepared.vectors
+        self.norms[at] = prepared.norms
+        self.inv_norms[at] = prepared.inv_norms
 
-    def _reload(self, conn: apsw.Connection, head: int) -> bool:
-        """Load every chunk afresh, sorted by scope. Two passes over the table in rowid
-        order inside the caller's snapshot: the scopes first (to place each row), then the
-        vectors straight into their places, so no second copy of the matrix is made."""
-        self.loading = True
-        try:
-            return self._load(conn, head)
-        finally:
-            self.loading = False
-
-    def _load(self, conn: apsw.Connection, head: int) -> bool:
-        self.seq = -1  # a failure part-way leaves a mirror that reloads on the next search
-        self.reloads += 1
+    def adopt(self, other: VectorMirror) -> VectorMirror:
+        """Take ``other``'s rows (a regrouped copy, or a fresh load) as this mirror's, in
+        one step; the rows this mirror held are returned, to be freed outside the lock."""
+        old = VectorMirror(self.dim, self.max_bytes)
+        for name in _STATE:
+            setattr(old, name, getattr(self, name))
+            setattr(self, name, getattr(other, name))
         self.generation += 1
-        count = int(conn.execute("SELECT count(*) FROM memory_chunks").fetchall()[0][0])
-        if count * self.bytes_per_row > self.max_bytes:
-            self.over_budget = True
-            self._reset(0)
-            self.seq = head
-            return False
-        self.over_budget = False
-        self._reset(0)  # drop the old arrays before the new ones are made
-        self._reset(max(count, 16))
-        ids: list[str] = []
-        payloads: list[Payload] = []
-        codes = self.codes
-        for i, (chunk_id, *axes, revision, key, wide, record) in enumerate(conn.execute(_SCAN)):
-            ids.append(chunk_id)
-            payloads.append((revision, key, wide, record))
-            for axis_index, value in enumerate(axes):
-                codes[axis_index, i] = self._code(axis_index, value)
-        count = len(ids)
-        self.record_bytes = sum(len(p[3]) for p in payloads if len(p[3]) <= RECORD_INLINE)
-        if count * self.bytes_per_row + self.record_bytes > self.max_bytes:
-            self.over_budget = True
-            self._reset(0)
-            self.seq = head
-            return False
-        order = np.lexsort(codes[::-1, :count])  # tenant first, then group, end_user, agent
-        place = np.empty(count, dtype=np.int64)
-        place[order] = np.arange(count)
-        self.codes[:, :count] = codes[:, order]
-        ordered = order.tolist()
-        self.ids = [ids[i] for i in ordered]
-        self.rows = {cid: i for i, cid in enumerate(self.ids)}
-        payloads = [payloads[i] for i in ordered]
-        self.revisions = [p[0] for p in payloads]
-        self.keys = [p[1] for p in payloads]
-        self.wide[:count] = [bool(p[2]) for p in payloads]
-        self.records = [p[3] if len(p[3]) <= RECORD_INLINE else None for p in payloads]
-        del payloads
-        matrix = self.matrix
-        at = place.tolist()
-        for i, (blob,) in enumerate(
-            conn.execute("SELECT embedding FROM memory_chunks ORDER BY rowid")
-        ):
-            matrix[at[i]] = np.frombuffer(blob, dtype=np.float32)
-        for lo in range(0, count, 4096):
-            block = matrix[lo : min(count, lo + 4096)].astype(np.float64)
-            self.inv_norms[lo : lo + len(block)] = 1.0 / np.sqrt((block * block).sum(axis=1))
-            self.norms[lo : lo + len(block)] = row_norms(matrix[lo : lo + len(block)])
-        self.alive[:count] = True
-        self.n = self.sorted_n = count
-        for axis_index in range(len(AXES)):
-            by_code = np.argsort(self.codes[axis_index, :count], kind="stable").astype(np.int32)
-            self._by_code.append(by_code)
-            self._sorted_codes.append(self.codes[axis_index, by_code])
-        self.seq = head
-        return True
+        self._starts = [None] * len(AXES)
+        return old
 
-    def _put(
-        self, chunk_id: str, axes: tuple[str | None, ...], blob: bytes, payload: Payload
-    ) -> None:
-        codes = [self._code(axis_index, value) for axis_index, value in enumerate(axes)]
-        row = self.rows.get(chunk_id)
-        if row is not None and self.codes[:, row].tolist() != codes:
-            self._kill(chunk_id)  # its scope moved: its old place is in another group
-            row = None
-        if row is None:
-            if self.n == len(self.alive):
-                # Room for the tail a regroup allows, not a doubling: one write after a load
-                # must not double the matrix.
-                self._grow(self.n + max(16, min(self.n, max(4096, self.n // 8))))
-            row = self.n
-            self.n += 1
-            self.rows[chunk_id] = row
-            self.ids.append(chunk_id)
-            self.revisions.append(0)
-            self.keys.append("")
-            self.records.append(None)
-            self.codes[:, row] = codes
-            self.alive[row] = True
-        self._hold(row, payload)
-        vector = np.frombuffer(blob, dtype=np.float32)
-        self.matrix[row] = vector
-        wide = vector.astype(np.float64)
-        self.inv_norms[row] = 1.0 / float(np.sqrt(np.dot(wide, wide)))
-        self.norms[row] = row_norms(vector[None, :])[0]
+    def clear(self) -> None:
+        """Drop every row (the mirror stops serving: ``ready`` is cleared first)."""
+        self.ready = False
+        self.generation += 1
+        self._reset(0)
 
     def _code(self, axis_index: int, value: str | None) -> int:
         if value is None:
@@ -295,44 +259,86 @@ class VectorMirror:
             code = table[value] = len(table) + 1
         return code
 
-    def _hold(self, row: int, payload: Payload) -> None:
-        """Keep what a hit on ``row`` returns besides the vector (the record if short)."""
-        revision, key, wide, record = payload
-        self._drop_record(row)
-        self.revisions[row] = revision
-        self.keys[row] = key
-        self.wide[row] = bool(wide)
-        if len(record) <= RECORD_INLINE:
-            self.records[row] = record
-            self.record_bytes += len(record)
+    def _hold(self, at: I64, payloads: list[Payload]) -> None:
+        """Keep what a hit on each row of ``at`` returns besides the vector (the record if
+        short), from its payload."""
+        self._drop_records(at)
+        self.revisions[at] = [p[0] for p in payloads]
+        self.keys[at] = [p[1] for p in payloads]
+        self.wide[at] = [bool(p[2]) for p in payloads]
+        records = [p[3] if len(p[3]) <= RECORD_INLINE else None for p in payloads]
+        self.records[at] = records
+        self.record_bytes += sum(len(r) for r in records if r is not None)
 
-    def _drop_record(self, row: int) -> None:
-        old = self.records[row]
-        if old is not None:
-            self.record_bytes -= len(old)
-            self.records[row] = None
+    def _drop_records(self, at: I64) -> None:
+        self.record_bytes -= sum(len(r) for r in self.records[at].tolist() if r is not None)
+        self.records[at] = None
 
-    def _kill(self, chunk_id: str) -> None:
-        row = self.rows.pop(chunk_id, None)
-        if row is not None:
-            self.alive[row] = False
-            self.codes[:, row] = 0
-            self.dead += 1
-            self._drop_record(row)
+    def _kill(self, chunk_ids: Sequence[str]) -> None:
+        """The rows of ``chunk_ids`` (those held) die: out of every posting and count."""
+        if not chunk_ids:
+            return
+        pop = self.rows.pop
+        at = np.array([r for r in (pop(cid, -1) for cid in chunk_ids) if r >= 0], dtype=np.int64)
+        self.alive[at] = False
+        self.codes[:, at] = 0
+        self.inv_norms[at] = 0.0  # a vector deleted during a load may be all zero
+        self.dead += len(at)
+        self._drop_records(at)
+
+    def reserve(self, extra: int) -> None:
+        """Make room for ``extra`` more rows before ``apply`` needs it: larger arrays are
+        made and filled outside the lock (the worker is the only thread that changes the
+        mirror), and only swapped in under it."""
+        if self.n + extra <= len(self.alive):
+            return
+        # at least doubled: a store filled through this process (an import into a new
+        # file) copies its rows about twice in all, not once per quarter it grows by
+        grown = self._grown(max(self.n + extra + headroom(self.n), 2 * len(self.alive)))
+        with self.lock:
+            self._take(grown)
 
     def _grow(self, capacity: int) -> None:
-        self.matrix = np.resize(self.matrix, (capacity, self.dim))
-        self.inv_norms = np.resize(self.inv_norms, capacity)
-        self.norms = np.resize(self.norms, capacity)
+        """Room for ``capacity`` rows at once (a mirror not serving yet: no lock)."""
+        self._take(self._grown(capacity))
+
+    def _take(self, grown: tuple[Any, ...]) -> None:
+        """Swap in ``_grown``'s arrays (in its order)."""
+        (
+            self.matrix,
+            self.inv_norms,
+            self.norms,
+            self.revisions,
+            self.ids,
+            self.keys,
+            self.records,
+            self.codes,
+            self.alive,
+            self.wide,
+        ) = grown
+
+    def _grown(self, capacity: int) -> tuple[Any, ...]:
+        """Copies of the per-row arrays with room for ``capacity`` rows (the pages past the
+        rows are not touched until written: they cost no memory before)."""
+        n = self.n
+        arrays: list[Any] = []
+        old: Any
+        for old in (self.matrix, self.inv_norms, self.norms, self.revisions):
+            new = np.zeros((capacity, *old.shape[1:]), dtype=old.dtype)
+            new[:n] = old[:n]
+            arrays.append(new)
+        for old in (self.ids, self.keys, self.records):
+            new = np.empty(capacity, dtype=object)
+            new[:n] = old[:n]
+            arrays.append(new)
         codes = np.zeros((len(AXES), capacity), dtype=np.int32)
-        codes[:, : self.n] = self.codes[:, : self.n]
-        self.codes = codes
-        alive = np.zeros(capacity, dtype=bool)
-        alive[: self.n] = self.alive[: self.n]
-        self.alive = alive
-        wide = np.zeros(capacity, dtype=bool)
-        wide[: self.n] = self.wide[: self.n]
-        self.wide = wide
+        codes[:, :n] = self.codes[:, :n]
+        arrays.append(codes)
+        for old in (self.alive, self.wide):
+            new = np.zeros(capacity, dtype=bool)
+            new[:n] = old[:n]
+            arrays.append(new)
+        return tuple(arrays)
 
     # -- search ------------------------------------------------------------------------
 
@@ -427,32 +433,38 @@ class VectorMirror:
         """How many rows ``search`` would score for ``admitted``'s answer ``rows``."""
         return self.n - self.dead if rows is None else len(rows)
 
-    def search(self, rows: I64 | None, query: F32, top_k: int, with_vectors: bool) -> Gathered:
-        """The exact top_k among ``rows`` (``admitted``'s answer), and what the mirror holds
-        of those hits, copied (call under the lock), so the hits are built after it is
-        released."""
-        ranked, hit_rows = self._top(rows, query, top_k)
+    def search(
+        self,
+        rows: I64 | None,
+        query: F32,
+        top_k: int,
+        with_vectors: bool,
+        exclude: I64 | None = None,
+    ) -> Gathered:
+        """The exact top_k among ``rows`` (``admitted``'s answer) less the rows
+        ``exclude`` (chunks changed since ``seq``: ``overlay.py``), and what the mirror
+        holds of those hits, copied (call under the lock), so the hits are built after it
+        is released."""
+        if exclude is not None and len(exclude) and rows is not None:
+            rows = rows[~np.isin(rows, exclude)]
+        ranked, hit_rows = self._top(rows, query, top_k, exclude)
+        at = np.array(hit_rows, dtype=np.int64)
         keys: list[str] = []
         wide: list[bool] = []
         vectors = None
         if with_vectors:
-            at = np.array(hit_rows, dtype=np.int64)
-            keys = pick(self.keys, hit_rows)
+            keys = self.keys[at].tolist()
             wide = self.wide[at].tolist()
             vectors = row_lists(self.matrix, at)
         return Gathered(
-            ranked,
-            pick(self.revisions, hit_rows),
-            keys,
-            pick(self.records, hit_rows),
-            wide,
-            vectors,
+            ranked, self.revisions[at].tolist(), keys, self.records[at].tolist(), wide, vectors
         )
 
     def _top(
-        self, rows: I64 | None, query: F32, top_k: int
+        self, rows: I64 | None, query: F32, top_k: int, exclude: I64 | None = None
     ) -> tuple[list[tuple[str, float]], list[int]]:
-        """The exact top_k among ``rows`` as (id, score), and their rows."""
+        """The exact top_k among ``rows`` (every live row but ``exclude`` when ``None``)
+        as (id, score), and their rows."""
         if rows is None:
             # ``dot``: the same BLAS dot as ``@`` on 1-d arrays, without the gufunc machinery
             unit: F32 = query * np.float32(1.0 / math.sqrt(float(query.dot(query))))
@@ -460,6 +472,8 @@ class VectorMirror:
             scores *= self.inv_norms[: self.n]
             if self.dead:
                 scores[~self.alive[: self.n]] = -np.inf
+            if exclude is not None and len(exclude):
+                scores[exclude] = -np.inf
             picked = candidates(scores, top_k)
         else:
             if len(rows) == 0:
@@ -467,11 +481,10 @@ class VectorMirror:
             picked = scoped_candidates(self.matrix, self.inv_norms, rows, query, top_k)
         if not len(picked):
             return [], []
-        ids = self.ids
         settled = settled_top(self.matrix, picked, query, self.norms, top_k)
         if settled is not None:  # no tie: the scores alone order; only the hits' ids are read
             at, hit_scores = settled
-            return list(zip(pick(ids, at), hit_scores, strict=True)), at
+            return list(zip(self.ids[at].tolist(), hit_scores, strict=True)), at
         exact = cosine_rows(self.matrix, picked, query, self.norms)
-        ranked = rank([ids[r] for r in picked.tolist()], exact, top_k)  # ties: by id
+        ranked = rank(self.ids[picked].tolist(), exact, top_k)  # ties: by id
         return ranked, [self.rows[cid] for cid, _ in ranked]

@@ -1,18 +1,23 @@
 """Exact top-k over a float32 matrix without copying the rows a scope admits.
 
 The mirror keeps its rows grouped by scope (``mirror.py``), so the rows of a tenant, a
-group or an end_user mostly form a few long runs. Scoring a run is a mat-vec over a slice of
-the matrix (a view, no copy); only rows in short runs are gathered. Gathering 10 % of a
-100k x 768 matrix costs about three times the mat-vec itself, which is why this exists.
+group or an end_user mostly form a few long runs, with the holes of deleted or moved rows in
+them. Scoring such a run is a mat-vec over a slice of the matrix (a view, no copy; a hole
+of up to ``RUN_MIN`` rows is scored with it and dropped); only rows in short runs are
+gathered. Gathering 10 % of a 100k x 768 matrix costs about three times the mat-vec itself,
+which is why this exists.
 
 Ranking is two-step and exact: float32 scores pick ``top_k + CANDIDATE_MARGIN`` candidates,
 widened to every row within ``SCORE_EPSILON`` of the k-th when the cut is crowded, and
 ``cosine.cosine_scores`` (the reference store's function; the mirror calls ``cosine_rows``,
 the same bits without gathering the rows) gives the final float64 scores.
 
-For a scope of at most ``ACCELERATED_MAX_ROWS`` rows the C accelerator (``_rank.c``) makes
-the cut in one pass over the rows where they lie (``scoped_candidates``); without it, or for
-more rows, numpy does. Both keep the same rule, so both hold the exact top_k.
+The C accelerator (``_rank.c``) makes the cut in one pass over the rows where they lie
+(``scoped_candidates``) for a scope of at most ``ACCELERATED_MAX_ROWS`` rows, and for any
+scope whose rows are scattered (an ``agent_self``, the last key of the sort order, or rows
+in the unsorted tail), which numpy would have to gather or score a short run at a time;
+numpy scores the dense rest (a tenant's long run). Both keep the same rule, so both hold
+the exact top_k.
 """
 
 from __future__ import annotations
@@ -30,9 +35,11 @@ CANDIDATE_MARGIN = 8
 SCORE_EPSILON = 2e-4
 RUN_MIN = 16  # a run this long is cheaper to score as a slice than to gather
 # Up to this many admitted rows the C cut (``_rank.c``) is used: it reads each row where it
-# lies, where numpy gathers scattered rows and pays a dozen calls' fixed costs; above it,
-# rows mostly sit in long runs (a tenant) that BLAS scores as fast.
+# lies, where numpy pays a dozen calls' fixed costs. Above it, rows that fill at least half
+# of the span from the first to the last (a tenant's run) go to BLAS, which scores a long
+# slice as fast; scattered ones (an agent_self's 2 %) stay in C, which gathers nothing.
 ACCELERATED_MAX_ROWS = 4096
+DENSE_SPAN = 2  # rows spanning at most this many times their number are dense
 # the largest top_k the C ``settled_top`` orders, as ``_rank.h`` defines it
 SETTLED_MAX: int = RANK_ACCELERATED.SETTLED_MAX if RANK_ACCELERATED is not None else 0
 SORT_MAX = 256  # up to this many scores, one sort is cheaper than the partitions
@@ -53,7 +60,7 @@ def score_rows(matrix: F32, inv_norms: F32, rows: I64, unit_query: F32) -> F32:
         matrix[first : last + 1].dot(unit_query, out)
         out *= inv_norms[first : last + 1]
         return out
-    breaks = np.flatnonzero(np.diff(rows) != 1) + 1
+    breaks = np.flatnonzero(np.diff(rows) > RUN_MIN) + 1  # a short hole stays in its run
     starts = np.concatenate(([0], breaks))
     ends = np.concatenate((breaks, [count]))
     long = (ends - starts) >= RUN_MIN
@@ -63,10 +70,14 @@ def score_rows(matrix: F32, inv_norms: F32, rows: I64, unit_query: F32) -> F32:
         return out
     gathered = np.ones(count, dtype=bool)
     for start, end in zip(starts[long].tolist(), ends[long].tolist(), strict=True):
-        lo = int(rows[start])
-        hi = lo + end - start
-        np.matmul(matrix[lo:hi], unit_query, out=out[start:end])
-        out[start:end] *= inv_norms[lo:hi]
+        lo, hi = int(rows[start]), int(rows[end - 1]) + 1
+        if hi - lo == end - start:  # no hole: straight into place
+            np.matmul(matrix[lo:hi], unit_query, out=out[start:end])
+            out[start:end] *= inv_norms[lo:hi]
+        else:
+            span = matrix[lo:hi].dot(unit_query)
+            at = rows[start:end] - lo
+            out[start:end] = span[at] * inv_norms[rows[start:end]]
         gathered[start:end] = False
     rest = np.flatnonzero(gathered)
     if len(rest):
@@ -78,8 +89,10 @@ def score_rows(matrix: F32, inv_norms: F32, rows: I64, unit_query: F32) -> F32:
 def scoped_candidates(matrix: F32, inv_norms: F32, rows: I64, query: F32, top_k: int) -> I64:
     """The rows among ``rows`` (sorted, distinct, non-empty) that could belong to the exact
     top_k of ``query``: ``rows[candidates(score_rows(...), top_k)]``, the same cut, by the C
-    accelerator in one pass when it was built and the rows are few."""
-    if RANK_ACCELERATED is not None and len(rows) <= ACCELERATED_MAX_ROWS:
+    accelerator in one pass when it was built and the rows are few or scattered."""
+    count = len(rows)
+    dense = int(rows[-1]) - int(rows[0]) < DENSE_SPAN * count
+    if RANK_ACCELERATED is not None and (count <= ACCELERATED_MAX_ROWS or not dense):
         cut = RANK_ACCELERATED.scoped_candidates(
             matrix, inv_norms, rows, query, top_k, top_k + CANDIDATE_MARGIN, SCORE_EPSILON
         )

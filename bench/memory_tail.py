@@ -1,0 +1,293 @@
+"""The search tail under a writer: no search waits for the mirror to load or regroup.
+
+Run by ``bench.memory_search --tail SECONDS`` on the file it loaded (``make bench`` and
+``make bench-1m``). One client process writes batches of 500 new chunks as fast as it can,
+each followed by a delete of the 500 oldest (so the store keeps its size while its mirror's
+tail and dead rows grow and it regroups, again and again). Meanwhile this process opens a
+store on the file (a worker starting, as after a deploy) and searches on one thread,
+alternating one end_user (0.1 %) and one tenant (10 %):
+
+- the first ``FIRST`` searches after the store opened: answered in exact SQL until the
+  worker's first load is complete, then from the mirror;
+- then ``SECONDS`` of searches on the loaded mirror: p50, p99 and the maximum per case,
+  and how many were answered from SQL (none should be).
+
+Reported beside them: the writer's rate, the worker's regroups and its longest hold of the
+mirror's lock, and the load average (the machine is shared).
+"""
+
+from __future__ import annotations
+
+import gc
+import multiprocessing as mp
+import os
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from multiprocessing.sharedctypes import Synchronized
+from multiprocessing.synchronize import Event
+
+import numpy as np
+
+from bench.memory_data import AGENTS, END_USERS, TENANTS, agent_name, tenant_name, user_name
+from ratatoskr.core.context import CallContext
+from ratatoskr.memory.search.build import copy_bytes
+from ratatoskr.memory.store import RatatoskrMemoryStore, open_memory_store
+
+WRITE_BATCH = 500
+FIRST = 100
+WARM_BATCHES = 3  # the writer's batches before the store opens
+CASES = ("end_user", "tenant")
+
+
+@dataclass
+class Timed:
+    """Searches of one case: milliseconds and the route that answered each."""
+
+    ms: list[float] = field(default_factory=list)
+    routes: Counter[str] = field(default_factory=Counter)
+    route_of: list[str] = field(default_factory=list)
+
+    def add(self, ms: float, route: str) -> None:
+        self.ms.append(ms)
+        self.routes[route] += 1
+        self.route_of.append(route)
+
+    def slowest(self) -> Counter[str]:
+        """The routes of the searches above the 99th percentile."""
+        bound = self.pct(99)
+        return Counter(r for ms, r in zip(self.ms, self.route_of, strict=True) if ms > bound)
+
+    def pct(self, q: float) -> float:
+        return float(np.percentile(self.ms, q)) if self.ms else float("nan")
+
+
+@dataclass
+class TailResult:
+    seconds: float
+    first: dict[str, Timed]
+    steady: dict[str, Timed]
+    load_s: float  # store opened -> mirror ready, under the writer
+    written_per_s: float  # chunks upserted per second during the steady phase
+    regroups: int
+    in_place: bool  # the budget left no room for a copy beside the mirror
+    reloads: int
+    max_pause_ms: float
+    inplace_pause_ms: float  # the longest hold of the lock by a step of an in-place regroup
+    failures: int
+    gc_ms: float  # the longest collection of Python's cyclic GC in this process
+    loadavg: tuple[tuple[float, ...], tuple[float, ...]]
+
+
+def _writer(
+    path: str, dim: int, n: int, seed: int, stop: Event, batches: Synchronized[int]
+) -> None:
+    """The client: 500 new chunks, then the 500 oldest deleted, until ``stop``."""
+    store = open_memory_store(path, embedding_dim=dim, mirror_bytes=0)
+    rng = np.random.default_rng(seed)
+    ctx = CallContext(actor="tail-writer")
+    oldest = 0  # the loaded chunks go first, then the writer's own
+    written = 0
+    while not stop.is_set():
+        vectors = rng.standard_normal((WRITE_BATCH, dim), dtype=np.float32)
+        vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+        users = rng.integers(0, END_USERS, size=WRITE_BATCH)
+        agents = rng.integers(0, AGENTS, size=WRITE_BATCH)
+        records = [
+            {
+                "id": f"tail-{written + i:08d}",
+                "embedding": vectors[i].tolist(),
+                "scope": {
+                    "tenant": tenant_name(int(users[i]) % TENANTS),
+                    "end_user": user_name(int(users[i])),
+                    "agent_self": agent_name(int(agents[i])),
+                },
+                "distillate": "written during the tail benchmark",
+            }
+            for i in range(WRITE_BATCH)
+        ]
+        store.upsert_many(records, idempotency_key=f"tail-{written}", ctx=ctx)
+        written += WRITE_BATCH
+        doomed = [_name(i, n) for i in range(oldest, oldest + WRITE_BATCH)]
+        store.delete_many(doomed)
+        oldest += WRITE_BATCH
+        batches.value += 1
+    store.close()
+
+
+def _name(i: int, n: int) -> str:
+    """The i-th chunk in the order the writer deletes: the loaded ones, then its own."""
+    return f"chunk-{i:07d}" if i < n else f"tail-{i - n:08d}"
+
+
+def _route(before: Counter[str], after: Counter[str]) -> str:
+    changed = [k for k in after if after[k] != before.get(k, 0)]
+    return changed[0] if changed else "?"
+
+
+def _search(store: RatatoskrMemoryStore, rng: np.random.Generator, case: str, dim: int) -> float:
+    raw = rng.standard_normal(dim)
+    query = (raw / np.linalg.norm(raw)).tolist()
+    if case == "end_user":
+        scope = {"end_user": user_name(int(rng.integers(0, END_USERS)))}
+    else:
+        scope = {"tenant": tenant_name(int(rng.integers(0, TENANTS)))}
+    started = time.perf_counter()
+    store.search(query, top_k=10, scope_all=scope)
+    return (time.perf_counter() - started) * 1000.0
+
+
+class GcWatch:
+    """The longest collection of Python's cyclic garbage collector while it is installed."""
+
+    def __init__(self) -> None:
+        self.longest = 0.0
+        self._started = 0.0
+
+    def __call__(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._started = time.perf_counter()
+        else:
+            self.longest = max(self.longest, time.perf_counter() - self._started)
+
+
+def run_tail(
+    path: str, dim: int, n: int, seconds: float, seed: int, mirror_bytes: int | None = None
+) -> TailResult:
+    """The benchmark on the loaded file at ``path`` (``n`` chunks); see the docstring.
+    ``mirror_bytes``: the store's budget (default: the environment's)."""
+    loadavg_start = os.getloadavg()
+    context = mp.get_context("spawn")
+    stop = context.Event()
+    batches: Synchronized[int] = context.Value("i", 0)  # type: ignore[assignment]
+    writer = context.Process(target=_writer, args=(path, dim, n, seed, stop, batches))
+    writer.start()
+    rng = np.random.default_rng(seed + 1)
+    try:
+        while batches.value < WARM_BATCHES:
+            if not writer.is_alive():
+                raise RuntimeError("the tail benchmark's writer died")
+            time.sleep(0.05)
+        opened = time.perf_counter()
+        store = open_memory_store(path, embedding_dim=dim, mirror_bytes=mirror_bytes)
+        first = {case: Timed() for case in CASES}
+        steady = {case: Timed() for case in CASES}
+        load_s = float("nan")
+        try:
+            routes = store.engine.routes
+            mirror = store.mirror
+            i = 0
+            while i < FIRST or mirror is None or not mirror.ready:
+                case = CASES[i % 2]
+                before = Counter(routes)
+                ms = _search(store, rng, case, dim)
+                if i < FIRST:
+                    first[case].add(ms, _route(before, routes))
+                if mirror is not None and mirror.ready and load_s != load_s:
+                    load_s = time.perf_counter() - opened
+                i += 1
+            if load_s != load_s:
+                load_s = time.perf_counter() - opened
+            worker = store.engine.worker
+            assert mirror is not None and worker is not None
+            regroups, reloads, failures = mirror.regroups, mirror.reloads, worker.failures
+            worker.max_pause = worker.max_inplace_pause = 0.0
+            watch = GcWatch()
+            gc.callbacks.append(watch)
+            written = batches.value
+            started = time.perf_counter()
+            while time.perf_counter() - started < seconds:
+                case = CASES[i % 2]
+                before = Counter(routes)
+                ms = _search(store, rng, case, dim)
+                steady[case].add(ms, _route(before, routes))
+                i += 1
+            elapsed = time.perf_counter() - started
+            gc.callbacks.remove(watch)
+            written = batches.value - written
+            result = TailResult(
+                seconds=elapsed,
+                first=first,
+                steady=steady,
+                load_s=load_s,
+                written_per_s=written * WRITE_BATCH / elapsed,
+                regroups=mirror.regroups - regroups,
+                in_place=mirror.used_bytes() + copy_bytes(mirror) > mirror.max_bytes,
+                reloads=mirror.reloads - reloads,
+                max_pause_ms=worker.max_pause * 1000.0,
+                inplace_pause_ms=worker.max_inplace_pause * 1000.0,
+                failures=worker.failures - failures,
+                gc_ms=watch.longest * 1000.0,
+                loadavg=(loadavg_start, os.getloadavg()),
+            )
+        finally:
+            store.close()
+    finally:
+        stop.set()
+        writer.join(60)
+    return result
+
+
+def tail_lines(
+    result: TailResult | None, sql_bounds: dict[str, float], seconds: float
+) -> list[str]:
+    """The report's section (``sql_bounds``: the SQL path's median ms per case key)."""
+    if result is None:
+        return []
+    r = result
+
+    def row(label: str, timed: Timed, extra: str) -> str:
+        return (
+            f"| {label} | {len(timed.ms):,} | {timed.pct(50):,.2f} | {timed.pct(99):,.2f} | "
+            f"{max(timed.ms, default=float('nan')):,.1f} | {timed.routes['sql']:,} | {extra} |"
+        )
+
+    avg = " / ".join(f"{x:.2f}" for x in r.loadavg[0])
+    avg_end = " / ".join(f"{x:.2f}" for x in r.loadavg[1])
+    lines = [
+        "## Searches while a client writes",
+        "",
+        f"`bench/memory_tail.py` (`--tail {seconds:g}`): one client process writes batches of "
+        f"{WRITE_BATCH} new chunks as fast as it can, each followed by a delete of the "
+        f"{WRITE_BATCH} oldest ({r.written_per_s:,.0f} chunks/s written during the timed "
+        "searches); this process opens a store on the file (a worker starting) and searches "
+        "on one thread, one end_user and one tenant in turn, `top_k=10`. Load average at the "
+        f"start {avg}, at the end {avg_end}.",
+        "",
+        "| searches | count | p50 ms | p99 ms | max ms | answered from SQL | |",
+        "|---|---:|---:|---:|---:|---:|---|",
+    ]
+    for case in CASES:
+        bound = sql_bounds.get(case)
+        extra = f"SQL path median {bound:,.2f} ms" if bound is not None else ""
+        lines.append(row(f"first {FIRST} after the store opened: {case}", r.first[case], extra))
+    targets = {"end_user": "target max ≤ 50 ms, p99 ≤ 3 ms", "tenant": "target max ≤ 50 ms"}
+    for case in CASES:
+        timed = r.steady[case]
+        met = max(timed.ms, default=0.0) <= 50 and (case != "end_user" or timed.pct(99) <= 3)
+        verdict = f"{targets[case]}: {'met' if met else '**missed**'}"
+        lines.append(row(f"{r.seconds:,.0f} s on the loaded mirror: {case}", timed, verdict))
+    routes = sum((t.routes for t in r.steady.values()), Counter())
+    slowest = sum((t.slowest() for t in r.steady.values()), Counter())
+    lines += [
+        "",
+        f"The worker's first load under the writer took {r.load_s:,.2f} s. During the timed "
+        f"searches it regrouped {r.regroups} times "
+        + (
+            f"(in place: no room for a copy in the budget, the longest step holding the lock "
+            f"{r.inplace_pause_ms:,.1f} ms"
+            if r.in_place
+            else "(beside the mirror"
+        )
+        + f"; {r.reloads} loads from the file, "
+        f"{r.failures} failed steps); its longest hold of the mirror's lock was "
+        f"{r.max_pause_ms:,.1f} ms, and the longest collection of Python's garbage "
+        f"collector {r.gc_ms:,.1f} ms. Routes of the timed searches: "
+        + ", ".join(f"{k} {v:,}" for k, v in sorted(routes.items()))
+        + " (current: the file unchanged since the mirror matched it; mirror: synced at the "
+        "search's snapshot; overlay: the changes since the mirror's entry read beside it); "
+        "of the searches slower than their case's p99: "
+        + ", ".join(f"{k} {v:,}" for k, v in sorted(slowest.items()))
+        + ".",
+    ]
+    return lines

@@ -1,0 +1,297 @@
+"""Building a mirror's rows off the serving path: a load from the file, a regrouped copy of
+a live mirror, and reading the change log. The mirror worker (``worker.py``) runs these in
+its own thread, in steps: between two steps it calls ``pause``, which stops the build when
+the store closes, keeps the live mirror following the log and lets other threads run.
+
+A load reads the table in rowid order, a slice per read transaction: first every row's id,
+scope and payload (to place the rows grouped by scope), then the vectors straight into their
+places, so no second copy of the matrix is made. The slices are separate snapshots, so a row
+written during the load may be read in one state by the first pass and in another by the
+second; every such row is in the change log after the head noted before the load, which the
+worker applies afterwards (``read_changes``), so the mirror ends exactly as the file.
+
+A regroup sorts a live mirror's rows into a new copy without reading the file: the rows it
+copies are those of the live mirror as of its ``seq``, and any of them the worker changes
+meanwhile is in the log after that ``seq`` and applied to the copy before it is swapped in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from itertools import islice
+from typing import Any
+
+import apsw
+import numpy as np
+import numpy.typing as npt
+
+from ratatoskr.core.scope import AXES
+from ratatoskr.memory.search.cosine import row_norms
+from ratatoskr.memory.search.mirror import (
+    CHANGED_COLUMNS,
+    RECORD_INLINE,
+    Changed,
+    Objects,
+    VectorMirror,
+    headroom,
+)
+from ratatoskr.memory.search.ranking import pick
+from ratatoskr.sqlite.database import Database
+from ratatoskr.sqlite.scope_sql import placeholders
+
+LOAD_ROWS = 16384  # rows per read transaction of a load
+BLOCK_BYTES = 16 << 20  # vector bytes copied between two pauses
+LIST_BLOCK = 16384  # Python items handled between two pauses (about a millisecond)
+FETCH_IDS = 500  # ids per statement when reading changed chunks
+
+Pause = Callable[[], None]
+
+
+class Behind(Exception):
+    """The change log cannot bring these rows up to date (pruned past them, or it went
+    backwards: a restored file). Only a load from the file can."""
+
+
+def read_changes(
+    conn: apsw.Connection, since: int, limit: int | None = None
+) -> tuple[int, int, list[Changed], list[str]]:
+    """In ``conn``'s read transaction: (head, upto, found, gone), the chunks logged after
+    entry ``since`` up to ``upto`` (at most ``limit`` entries on), as stored now (``found``)
+    or deleted (``gone``). Raises ``Behind`` when the log cannot say what changed."""
+    head, floor = conn.execute(
+        "SELECT (SELECT max(seq) FROM memory_changes), (SELECT min(seq) FROM memory_changes)"
+    ).fetchall()[0]
+    head = int(head or 0)
+    if head < since or (floor is not None and since < int(floor) - 1):
+        raise Behind
+    upto = head if limit is None else min(head, since + limit)
+    if upto == since:
+        return head, upto, [], []
+    ids = [
+        r[0]
+        for r in conn.execute(
+            "SELECT DISTINCT chunk_id FROM memory_changes WHERE seq > ? AND seq <= ?",
+            (since, upto),
+        ).fetchall()
+    ]
+    found: list[Changed] = []
+    for lo in range(0, len(ids), FETCH_IDS):
+        part = ids[lo : lo + FETCH_IDS]
+        found += conn.execute(
+            f"SELECT {CHANGED_COLUMNS} FROM memory_chunks "
+            f"WHERE chunk_id IN ({placeholders(len(part))})",
+            part,
+        ).fetchall()
+    present = {r[0] for r in found}
+    return head, upto, found, [cid for cid in ids if cid not in present]
+
+
+def _by_rowid(db: Database, columns: str, pause: Pause) -> Iterator[list[Any]]:
+    """``rowid, columns`` of every chunk in rowid order, ``LOAD_ROWS`` per read transaction
+    (each its own snapshot), with a pause before each."""
+    last = 0
+    while True:
+        pause()
+        with db.read() as conn:
+            part = conn.execute(
+                f"SELECT rowid, {columns} FROM memory_chunks WHERE rowid > ? "
+                "ORDER BY rowid LIMIT ?",
+                (last, LOAD_ROWS),
+            ).fetchall()
+        if not part:
+            return
+        last = int(part[-1][0])
+        yield part
+
+
+def _blocks(count: int, size: int) -> Iterator[tuple[int, int]]:
+    for lo in range(0, count, size):
+        yield lo, min(count, lo + size)
+
+
+def _index(ids: Objects, count: int, pause: Pause) -> dict[str, int]:
+    """Each of the first ``count`` ids to its row, a block between two pauses."""
+    rows: dict[str, int] = {}
+    for lo, hi in _blocks(count, LIST_BLOCK):
+        rows.update(zip(ids[lo:hi].tolist(), range(lo, hi), strict=True))
+        pause()
+    return rows
+
+
+def _held_bytes(records: Iterable[str | None]) -> int:
+    return sum(len(r) for r in records if r is not None)
+
+
+def _finish(mirror: VectorMirror, count: int, pause: Pause) -> None:
+    """The norms of the first ``count`` rows (their vectors in place) and each axis's
+    grouped order; the rows are then live and grouped."""
+    rows_per_block = max(1, BLOCK_BYTES // (4 * mirror.dim))
+    for lo, hi in _blocks(count, rows_per_block):
+        norms = row_norms(mirror.matrix[lo:hi])
+        mirror.norms[lo:hi] = norms
+        with np.errstate(divide="ignore"):  # a row deleted during the load: applied after
+            mirror.inv_norms[lo:hi] = 1.0 / norms
+        pause()
+    mirror.alive[:count] = True
+    mirror.n = mirror.sorted_n = count
+    mirror._by_code, mirror._sorted_codes = grouped_orders(mirror.codes, count, pause)
+
+
+def grouped_orders(
+    codes: npt.NDArray[np.int32], count: int, pause: Pause
+) -> tuple[list[npt.NDArray[np.int32]], list[npt.NDArray[np.int32]]]:
+    """Per axis, the first ``count`` rows ordered by their code (stable: ascending within
+    a code) and the codes in that order: what finds a value's rows in two lookups."""
+    by_code: list[npt.NDArray[np.int32]] = []
+    sorted_codes: list[npt.NDArray[np.int32]] = []
+    for axis_index in range(len(AXES)):
+        held = codes[axis_index, :count]
+        order = np.argsort(held, kind="stable").astype(np.int32)
+        by_code.append(order)
+        sorted_codes.append(held[order])
+        pause()
+    return by_code, sorted_codes
+
+
+def load(
+    db: Database, dim: int, max_bytes: int, pause: Pause, mark: Callable[[str], None]
+) -> VectorMirror | None:
+    """Every chunk of the file, grouped by scope, as of the log head noted first (its
+    ``seq``; the worker applies the log after it). ``None`` when it does not fit
+    ``max_bytes``. ``mark("load-sorted")`` is called between the two passes."""
+    mirror = VectorMirror(dim, max_bytes)
+    with db.read() as conn:
+        head, count = conn.execute(
+            "SELECT (SELECT coalesce(max(seq), 0) FROM memory_changes), "
+            "(SELECT count(*) FROM memory_chunks)"
+        ).fetchall()[0]
+    if int(count) * mirror.bytes_per_row > max_bytes:
+        return None
+    rowids: list[int] = []
+    ids: list[str] = []
+    payloads: list[tuple[int, str, int, str]] = []
+    code_parts: list[npt.NDArray[np.int32]] = []
+    code = mirror._code
+    first_pass = (
+        "chunk_id, tenant, grp, end_user, agent_self, revision, vector_key, "
+        "vector_f64 IS NOT NULL, record_json"
+    )
+    for part in _by_rowid(db, first_pass, pause):
+        columns = list(zip(*part, strict=True))
+        rowids += columns[0]
+        ids += columns[1]
+        payloads += zip(columns[6], columns[7], columns[8], columns[9], strict=True)
+        code_parts.append(
+            np.array(
+                [[code(a, v) for v in columns[2 + a]] for a in range(len(AXES))],
+                dtype=np.int32,
+            )
+        )
+    count = len(ids)
+    codes = (
+        np.concatenate(code_parts, axis=1)
+        if code_parts
+        else np.zeros((len(AXES), 0), dtype=np.int32)
+    )
+    del code_parts
+    records = [p[3] if len(p[3]) <= RECORD_INLINE else None for p in payloads]
+    record_bytes = _held_bytes(records)
+    if count * mirror.bytes_per_row + record_bytes > max_bytes:
+        return None
+    order = np.lexsort(codes[::-1])  # tenant first, then group, end_user, agent
+    place = np.empty(count, dtype=np.int64)
+    place[order] = np.arange(count)
+    ordered = order.tolist()
+    values = mirror.values
+    mirror._reset(count + headroom(count))
+    mirror.values = values
+    mirror.codes[:, :count] = codes[:, order]
+    del codes
+    for lo, hi in _blocks(count, LIST_BLOCK):
+        part = ordered[lo:hi]
+        mirror.ids[lo:hi] = pick(ids, part)
+        held = pick(payloads, part)
+        mirror.revisions[lo:hi] = [p[0] for p in held]
+        mirror.keys[lo:hi] = [p[1] for p in held]
+        mirror.wide[lo:hi] = [bool(p[2]) for p in held]
+        mirror.records[lo:hi] = pick(records, part)
+        pause()
+    del ids, payloads, records, ordered
+    mirror.rows = _index(mirror.ids, count, pause)
+    mirror.record_bytes = record_bytes
+    mark("load-sorted")
+    _place_vectors(db, mirror, np.array(rowids, dtype=np.int64), place, pause)
+    _finish(mirror, count, pause)
+    mirror.seq = int(head)
+    return mirror
+
+
+def _place_vectors(
+    db: Database, mirror: VectorMirror, rowids: npt.NDArray[np.int64], place: Any, pause: Pause
+) -> None:
+    """The second pass: each vector read by rowid into its row's place. A row deleted
+    since the first pass is left empty, and one inserted since is skipped: both are in the
+    log, applied after the load."""
+    matrix = mirror.matrix
+    for part in _by_rowid(db, "embedding", pause):
+        got = np.array([r[0] for r in part], dtype=np.int64)
+        at = np.minimum(np.searchsorted(rowids, got), max(0, len(rowids) - 1))
+        known = rowids[at] == got if len(rowids) else np.zeros(len(got), dtype=bool)
+        vectors = np.frombuffer(b"".join(r[1] for r in part), dtype=np.float32)
+        vectors = vectors.reshape(len(part), mirror.dim)
+        matrix[place[at[known]]] = vectors[known]
+
+
+def copy_bytes(live: VectorMirror) -> int:
+    """What a regrouped copy of ``live`` adds while both exist: its arrays and Python
+    bookkeeping per live row (the ids and records themselves are shared, not copied)."""
+    return (live.n - live.dead) * live.bytes_per_row
+
+
+def regrouped(live: VectorMirror, pause: Pause) -> VectorMirror:
+    """A copy of ``live``'s rows (as of its ``seq``), grouped by scope again, with the
+    values no live row holds dropped from the code tables. Call from the only thread that
+    changes ``live`` (so it reads it without the lock)."""
+    n, seq = live.n, live.seq
+    alive = np.flatnonzero(live.alive[:n])
+    count = len(alive)
+    copy = VectorMirror(live.dim, live.max_bytes)
+    copy._reset(count + headroom(count))
+    codes = np.empty((len(AXES), count), dtype=np.int32)
+    for axis_index in range(len(AXES)):
+        held = live.codes[axis_index, alive]
+        table = live.values[axis_index]
+        remap = np.zeros(len(table) + 1, dtype=np.int32)
+        present = np.unique(held)
+        present = present[present != 0]
+        remap[present] = np.arange(1, len(present) + 1, dtype=np.int32)
+        codes[axis_index] = remap[held]
+        values: dict[str, int] = {}
+        items = iter(table.items())
+        while chunk := list(islice(items, LIST_BLOCK)):
+            values.update((v, int(remap[c])) for v, c in chunk if remap[c])
+            pause()
+        copy.values[axis_index] = values
+    by_scope = np.lexsort(codes[::-1])
+    order = alive[by_scope]
+    copy.codes[:, :count] = codes[:, by_scope]
+    del codes, by_scope
+    rows_per_block = max(1, BLOCK_BYTES // (4 * live.dim))
+    for lo, hi in _blocks(count, rows_per_block):
+        np.take(live.matrix, order[lo:hi], axis=0, out=copy.matrix[lo:hi], mode="clip")
+        pause()
+    for name in ("inv_norms", "norms", "wide"):
+        np.take(getattr(live, name), order, out=getattr(copy, name)[:count], mode="clip")
+    copy.alive[:count] = True
+    for name in ("ids", "revisions", "keys", "records"):
+        for lo, hi in _blocks(count, LIST_BLOCK):  # ``live``'s arrays may be regrown between
+            np.take(getattr(live, name), order[lo:hi], out=getattr(copy, name)[lo:hi], mode="clip")
+            pause()
+    copy.rows = _index(copy.ids, count, pause)
+    copy.record_bytes = 0
+    for lo, hi in _blocks(count, LIST_BLOCK):
+        copy.record_bytes += _held_bytes(copy.records[lo:hi])
+    copy.n = copy.sorted_n = count
+    copy._by_code, copy._sorted_codes = grouped_orders(copy.codes, count, pause)
+    copy.seq = seq  # rows the worker changed since are in the log after it
+    return copy

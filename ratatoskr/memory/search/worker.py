@@ -1,0 +1,341 @@
+"""The mirror worker: one thread per store that builds, follows and regroups its mirror, so
+no search ever waits for that work.
+
+- **load**: as soon as the store opens, the worker loads the mirror from the file
+  (``build.load``), applies the log written meanwhile and only then marks it ``ready``;
+  until then every search runs exact SQL. A log it cannot follow (pruned past the mirror,
+  or gone backwards: a restored file) drops the mirror and loads it again the same way.
+- **follow**: every ``POLL_SECONDS``, or at once when a search finds the log ahead of the
+  mirror (``poke``), it applies the new entries, holding the lock ``APPLY_ROWS`` rows at a
+  time; a search that comes first answers with the changes read from its own snapshot.
+  A process no search has asked of for ``FOLLOW_IDLE_SECONDS`` does not follow: a writer
+  that never searches pays nothing for the mirror, and the first search after its writes
+  answers beside the mirror (or in SQL, a long burst later) while the worker catches up.
+- **regroup**: when the unsorted tail or the dead rows pass their share, and the mirror is
+  being searched, it builds a sorted copy beside the live mirror (``build.regrouped``),
+  brings the copy up to the log, and swaps it in under the lock. The copy counts against
+  the budget: when the live mirror and the copy do not both fit, it regroups in place,
+  in steps of a bounded pause (``inplace.py``).
+
+The worker is the only thread that changes the mirror. Whatever fails (the file replaced
+or unreadable, memory) leaves the live mirror as it was, serving; the worker tries again
+after ``RETRY_SECONDS``. ``stop`` ends it within one step, a load included.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+import apsw
+
+from ratatoskr.memory.search import build, inplace
+from ratatoskr.memory.search.build import Behind
+from ratatoskr.memory.search.mirror import VectorMirror
+from ratatoskr.sqlite.database import Database
+
+POLL_SECONDS = 0.02  # how often an idle worker looks at the change log
+RETRY_SECONDS = 0.5  # after a failure
+FOLLOW_ENTRIES = 4096  # change-log entries read per step
+APPLY_ROWS = 256  # rows applied per hold of the lock (~0.3 ms)
+PAUSE_FOLLOW_SECONDS = 0.002  # a build step follows the log at most this often
+SWAP_BACKLOG = 256  # entries the log may be ahead of a copy when the worker swaps it in
+FOLLOW_IDLE_SECONDS = 5.0  # a mirror no search asked of for this long is not followed
+STOP_SECONDS = 10.0  # ``stop`` waits this long for the thread
+
+logger = logging.getLogger("ratatoskr.memory")
+
+
+class Stopped(Exception):
+    """The store is closing: the worker ends where it is."""
+
+
+class Hold:
+    """A point in the worker's work where a test holds it (``holding``), after passing it
+    ``skip`` times."""
+
+    def __init__(self, skip: int = 0) -> None:
+        self.skip = skip
+        self.reached = threading.Event()
+        self._released = threading.Event()
+
+    def release(self) -> None:
+        self._released.set()
+
+    def wait_released(self, stopping: threading.Event) -> None:
+        while not self._released.wait(0.05):
+            if stopping.is_set():
+                raise Stopped
+
+
+_holds: dict[str, tuple[Hold, MirrorWorker | None]] = {}
+
+
+@contextmanager
+def holding(point: str, worker: MirrorWorker | None = None, skip: int = 0) -> Iterator[Hold]:
+    """Tests: the next worker to reach ``point`` (``worker``, or any of this process; after
+    ``skip`` passes) waits there until the hold is released (or the block ends). Points:
+    ``load-started``, ``load-sorted`` (between the load's two passes), ``load-scanned``,
+    ``follow``, ``regroup-built``, ``inplace-step`` (each step of an in-place regroup)."""
+    hold = Hold(skip)
+    _holds[point] = (hold, worker)
+    try:
+        yield hold
+    finally:
+        if _holds.get(point, (None,))[0] is hold:
+            del _holds[point]
+        hold.release()
+
+
+class MirrorWorker:
+    """The thread that keeps one store's mirror (see the module's docstring)."""
+
+    def __init__(self, db: Database, mirror: VectorMirror) -> None:
+        self.db = db
+        self.mirror = mirror
+        self.failures = 0  # steps that failed (and were tried again)
+        self.max_pause = 0.0  # the longest hold of the lock by a step, seconds
+        self.max_inplace_pause = 0.0  # the longest of them by a step of an in-place regroup
+        self._stopping = threading.Event()
+        self._wake = threading.Event()
+        self._conn: apsw.Connection | None = None
+        self._budget_head: int | None = None  # log head when the mirror last did not fit
+        self._failing = False
+        self._followed_at = 0.0
+        self._asked_at = float("-inf")  # the last search on this store (``asked``)
+        self._changed = threading.Condition()  # notified when the mirror's state changes
+        self._thread = threading.Thread(target=self._run, name="ratatoskr-mirror", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def asked(self) -> None:
+        """A search ran on this store: keep following its writes."""
+        self._asked_at = time.monotonic()
+
+    def poke(self) -> None:
+        """A search found the log ahead of the mirror: follow it now."""
+        self._asked_at = time.monotonic()
+        self._wake.set()
+
+    def wait_until(self, done: Callable[[VectorMirror], bool], timeout: float) -> bool:
+        """Whether ``done(mirror)`` holds within ``timeout`` seconds (looked at after each
+        change of state: a load, a swap, a drop, a failure)."""
+        with self._changed:
+            return self._changed.wait_for(lambda: done(self.mirror), timeout)
+
+    def _notify(self) -> None:
+        with self._changed:
+            self._changed.notify_all()
+
+    def stop(self) -> None:
+        """End the thread (within one step; a statement under way is interrupted)."""
+        self._stopping.set()
+        self._wake.set()
+        conn = self._conn
+        if conn is not None:
+            with contextlib.suppress(apsw.Error):
+                conn.interrupt()
+        if self._thread.is_alive() and self._thread is not threading.current_thread():
+            self._thread.join(STOP_SECONDS)
+
+    # -- the loop ----------------------------------------------------------------------
+
+    def _run(self) -> None:
+        while not self._stopping.is_set():
+            self._wake.clear()
+            try:
+                if self._conn is None and not self.db.in_memory:
+                    self._conn = self.db.connection()
+                self._cycle()
+            except Stopped:
+                return
+            except Exception as exc:  # the live mirror stays as it was, serving
+                if self._stopping.is_set():
+                    return
+                self.failures += 1
+                if not self._failing:  # once per spell: the reason, never a path or content
+                    logger.warning("search mirror: %s; trying again", type(exc).__name__)
+                self._failing = True
+                self._notify()
+                self._stopping.wait(RETRY_SECONDS)
+                continue
+            if self._failing:
+                logger.info("search mirror: working again")
+                self._failing = False
+            self._wake.wait(POLL_SECONDS)
+
+    def _cycle(self) -> None:
+        mirror = self.mirror
+        if not mirror.ready:
+            self._load()
+            return
+        if time.monotonic() - self._asked_at > FOLLOW_IDLE_SECONDS:
+            return  # nobody searches here now: the first search to come pokes
+        try:
+            self._follow()
+        except Behind:
+            self._drop()
+            return
+        if mirror.used_bytes() > mirror.max_bytes:
+            self._drop(over_budget=True)
+            return
+        if mirror.searched and mirror.needs_regroup():
+            self._regroup()
+
+    def _at(self, point: str) -> None:
+        held = _holds.get(point)
+        if held is None or held[1] not in (None, self):
+            return
+        hold = held[0]
+        if hold.skip > 0:
+            hold.skip -= 1
+        elif _holds.pop(point, None) is held:
+            hold.reached.set()
+            hold.wait_released(self._stopping)
+
+    def _yield(self) -> None:
+        """Between two steps: end if the store closes, and let other threads run."""
+        if self._stopping.is_set():
+            raise Stopped
+        time.sleep(0)  # releases the GIL: a search waiting for it runs now
+
+    def _pause(self) -> None:
+        """Between two steps of a load or a regroup: also keep the live mirror current."""
+        self._yield()
+        if self.mirror.ready and time.monotonic() - self._followed_at >= PAUSE_FOLLOW_SECONDS:
+            self._follow()
+
+    # -- load --------------------------------------------------------------------------
+
+    def _load(self) -> None:
+        mirror = self.mirror
+        if mirror.over_budget and self._budget_head is not None:
+            with self.db.read() as conn:
+                head = conn.execute("SELECT coalesce(max(seq), 0) FROM memory_changes")
+                if int(head.fetchall()[0][0]) == self._budget_head:
+                    return  # nothing changed since it did not fit
+        self._at("load-started")
+        fresh = build.load(self.db, mirror.dim, mirror.max_bytes, self._yield, self._at)
+        if fresh is None:
+            with self.db.read() as conn:
+                head = conn.execute("SELECT coalesce(max(seq), 0) FROM memory_changes")
+                self._budget_head = int(head.fetchall()[0][0])
+            mirror.over_budget = True
+            self._notify()
+            return
+        self._at("load-scanned")
+        self._catch_up(fresh, self._yield)
+        if fresh.used_bytes() > mirror.max_bytes:
+            mirror.over_budget = True
+            self._notify()
+            return
+        with mirror.lock:
+            old = self._swap(fresh)
+            mirror.over_budget = False
+            mirror.reloads += 1
+            mirror.ready = True
+        del old
+        self._notify()
+
+    def _drop(self, over_budget: bool = False) -> None:
+        """Stop serving from the mirror (searches go to SQL) and free it; the next cycle
+        loads it again."""
+        mirror = self.mirror
+        with mirror.lock:
+            mirror.ready = False
+            old = mirror.adopt(VectorMirror(mirror.dim, mirror.max_bytes))
+        mirror.over_budget = over_budget
+        self._budget_head = None
+        del old
+        self._notify()
+
+    # -- follow ------------------------------------------------------------------------
+
+    def _follow(self) -> None:
+        """Apply the log to the live mirror up to its head, a lock hold per few rows."""
+        mirror = self.mirror
+        self._at("follow")
+        while True:
+            self._followed_at = time.monotonic()
+            with self.db.read() as conn:
+                head, upto, found, gone = build.read_changes(conn, mirror.seq, FOLLOW_ENTRIES)
+            if upto == mirror.seq:
+                return
+            mirror.reserve(len(found))
+            prepared = mirror.prepare(found)  # outside the lock: codes, vectors, norms
+            steps = max(1, -(-max(len(found), len(gone)) // APPLY_ROWS))
+            for step in range(steps):
+                lo, hi = step * APPLY_ROWS, (step + 1) * APPLY_ROWS
+                part = prepared.part(lo, hi)
+                with mirror.lock:
+                    started = time.perf_counter()
+                    mirror.place(part, gone[lo:hi])
+                    if step == steps - 1:
+                        mirror.seq = upto
+                    self._note_pause(started)
+                if step < steps - 1:
+                    time.sleep(0)
+            self._notify()
+            if upto == head:
+                return
+            self._yield()
+
+    def _note_pause(self, started: float) -> None:
+        self.max_pause = max(self.max_pause, time.perf_counter() - started)
+
+    def _catch_up(self, copy: VectorMirror, pause: build.Pause) -> None:
+        """Apply the log to ``copy`` (not serving: no lock) until it is nearly current."""
+        while True:
+            pause()
+            with self.db.read() as conn:
+                head, upto, found, gone = build.read_changes(conn, copy.seq, FOLLOW_ENTRIES)
+            copy.apply(found, gone)
+            copy.seq = upto
+            if head - upto <= SWAP_BACKLOG:
+                return
+
+    def _swap(self, copy: VectorMirror) -> VectorMirror:
+        """Under the live mirror's lock: swap in ``copy``, caught up with the log as
+        ``_catch_up`` last read it (the entries committed since are read beside it by the
+        searches, and followed right after); the rows it replaced are returned, to be freed
+        once the lock is released."""
+        started = time.perf_counter()
+        old = self.mirror.adopt(copy)
+        self._note_pause(started)
+        return old
+
+    # -- regroup -----------------------------------------------------------------------
+
+    def _regroup(self) -> None:
+        mirror = self.mirror
+        if mirror.used_bytes() + build.copy_bytes(mirror) > mirror.max_bytes:
+            inplace.regroup(mirror, self._pause, self._locked_step)
+            mirror.regroups += 1
+            mirror.searched = False
+            self._notify()
+            return
+        copy = build.regrouped(mirror, self._pause)
+        self._at("regroup-built")
+        self._catch_up(copy, self._pause)
+        with mirror.lock:
+            old = self._swap(copy)
+            mirror.regroups += 1
+            mirror.searched = False
+        del copy, old
+        self._notify()
+
+    @contextmanager
+    def _locked_step(self) -> Iterator[None]:
+        """One step of an in-place regroup: under the lock, its pause measured."""
+        self._at("inplace-step")
+        with self.mirror.lock:
+            started = time.perf_counter()
+            yield
+            self._note_pause(started)
+            held = time.perf_counter() - started
+            self.max_inplace_pause = max(self.max_inplace_pause, held)
