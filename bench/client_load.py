@@ -42,8 +42,7 @@ import orjson
 
 from bench.http_load import free_port, run_load, search_requests
 from ratatoskr.client import AsyncClient, Client
-from ratatoskr.client.encoding import envelope
-from ratatoskr.client.memory import upsert_args
+from ratatoskr.client.encoding import batch_args, envelope
 from ratatoskr.core.context import CallContext
 from ratatoskr.memory import rules
 from ratatoskr.memory.body import split_upsert
@@ -145,12 +144,12 @@ def upserts(
         tenant, records = batch_records(index, args.batch, args.dim)
         request_id = f"bench-upsert-{index}"
         started = time.perf_counter()
-        wire_args = upsert_args(records, f"load-{index}", None, None)
+        wire_args = batch_args(records, f"load-{index}", None, None)
         clients[tenant].call("memory", "upsert_many", wire_args, request_id=request_id)
         spent += time.perf_counter() - started
         ids.append(request_id)
         ctx = CallContext(actor="bench", scope={"tenant": tenant})
-        body = envelope("upsert_many", upsert_args(records, f"own-{index}", None, None))
+        body = envelope("upsert_many", batch_args(records, f"own-{index}", None, None))
         lists = as_lists(records)
         del records, wire_args
         gc.collect()

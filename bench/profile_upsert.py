@@ -28,7 +28,7 @@ from pathlib import Path
 from bench.client_load import batch_records, wait_ready
 from bench.http_load import free_port
 from ratatoskr.client import Client
-from ratatoskr.client.memory import upsert_args
+from ratatoskr.client.encoding import batch_args
 
 # (label, a frame's function as py-spy names it): the steps of WireEndpoints._answer and
 # of the store thread, in the wire's order
@@ -85,7 +85,7 @@ def profile(args: argparse.Namespace, data: str, spy: str, raw: Path) -> float:
         with Client(url, key=key, scope={"tenant": "t0"}) as client:
             for index in range(args.batches):
                 tenant, records = batch_records(index, args.batch, args.dim)
-                wire = upsert_args(records, f"p{index}", None, None)
+                wire = batch_args(records, f"p{index}", None, None)
                 client.with_scope({"tenant": tenant}).call("memory", "upsert_many", wire)
         return time.perf_counter() - started
     finally:

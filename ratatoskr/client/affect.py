@@ -6,29 +6,13 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from typing import Any
 
-from ratatoskr.client.encoding import drop_none
+from ratatoskr.client.encoding import batch_args, drop_none
 from ratatoskr.client.planes import AsyncPlaneAPI, PlaneAPI
 
 PLANE = "affect"
 Scope = Mapping[str, str]
 LIST_PAGE = 500  # the server's max_list_limit
 EVENTS_PAGE = 1000  # its max_read_limit
-
-
-def put_args(
-    records: Sequence[Mapping[str, Any]],
-    idempotency_key: str,
-    expected_revisions: Mapping[str, int] | None,
-    idempotency_class: str | None,
-) -> dict[str, Any]:
-    if isinstance(records, Mapping) or not isinstance(records, Sequence):
-        raise TypeError("records must be a sequence of records")
-    return drop_none(
-        records=list(records),
-        idempotency_key=idempotency_key,
-        expected_revisions=expected_revisions,
-        idempotency_class=idempotency_class,
-    )
 
 
 def append_args(
@@ -55,7 +39,7 @@ class AffectAPI(PlaneAPI):
         idempotency_class: str | None = None,
     ) -> dict[str, Any]:
         """Write states at once: ``{"written": n, "replayed": bool}``."""
-        args = put_args(records, idempotency_key, expected_revisions, idempotency_class)
+        args = batch_args(records, idempotency_key, expected_revisions, idempotency_class)
         result: dict[str, Any] = self._call(PLANE, "put_many", args)
         return result
 
@@ -171,7 +155,7 @@ class AsyncAffectAPI(AsyncPlaneAPI):
         expected_revisions: Mapping[str, int] | None = None,
         idempotency_class: str | None = None,
     ) -> dict[str, Any]:
-        args = put_args(records, idempotency_key, expected_revisions, idempotency_class)
+        args = batch_args(records, idempotency_key, expected_revisions, idempotency_class)
         result: dict[str, Any] = await self._call(PLANE, "put_many", args)
         return result
 

@@ -7,7 +7,7 @@ import os
 import random
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Self
+from typing import Any, Self, TypedDict
 
 from ratatoskr.client.tokens import (
     DEFAULT_ACTOR,
@@ -30,6 +30,22 @@ def url_from_env(env: Mapping[str, str] | None = None) -> str:
     if env.get(URL_ENV):
         return env[URL_ENV]
     return f"http://127.0.0.1:{env.get('RATATOSKR_PORT') or 8000}"
+
+
+class ClientSettings(TypedDict, total=False):
+    """What ``Client`` and ``AsyncClient`` take besides the URL and their own ``http``; the
+    meaning and defaults are ``ClientBase``'s."""
+
+    key: bytes | str | None
+    scope: Mapping[str, str] | None
+    actor: str
+    kid: str | None
+    token_provider: TokenProvider | None
+    retry: Retry | int
+    timeout: float
+    lifetime: int
+    issuer: str
+    audience: str
 
 
 class ClientBase:

@@ -10,7 +10,7 @@ its ``tolist()`` (integers stay integers).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -52,3 +52,21 @@ def drop_none(**args: Any) -> dict[str, Any]:
     """The arguments given: a ``None`` is left out (the server reads a missing optional
     argument as null)."""
     return {k: v for k, v in args.items() if v is not None}
+
+
+def batch_args(
+    records: Sequence[Mapping[str, Any]],
+    idempotency_key: str,
+    expected_revisions: Mapping[str, int] | None,
+    idempotency_class: str | None,
+) -> dict[str, Any]:
+    """The args of a batch write, one shape for both planes (memory's ``upsert_many``,
+    affect's ``put_many``); vectors made ready as ``wire_record`` does."""
+    if isinstance(records, Mapping) or not isinstance(records, Sequence):
+        raise TypeError("records must be a sequence of records")
+    return drop_none(
+        records=[wire_record(r) for r in records],
+        idempotency_key=idempotency_key,
+        expected_revisions=expected_revisions,
+        idempotency_class=idempotency_class,
+    )

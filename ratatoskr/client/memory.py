@@ -9,27 +9,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ratatoskr.client.encoding import drop_none, wire_record, wire_vector
+from ratatoskr.client.encoding import batch_args, drop_none, wire_vector
 from ratatoskr.client.planes import AsyncPlaneAPI, PlaneAPI
 
 PLANE = "memory"
 Scope = Mapping[str, str]
-
-
-def upsert_args(
-    records: Sequence[Mapping[str, Any]],
-    idempotency_key: str,
-    expected_revisions: Mapping[str, int] | None,
-    idempotency_class: str | None,
-) -> dict[str, Any]:
-    if isinstance(records, Mapping) or not isinstance(records, Sequence):
-        raise TypeError("records must be a sequence of records")
-    return drop_none(
-        records=[wire_record(r) for r in records],
-        idempotency_key=idempotency_key,
-        expected_revisions=expected_revisions,
-        idempotency_class=idempotency_class,
-    )
 
 
 def search_args(
@@ -66,7 +50,7 @@ class MemoryAPI(PlaneAPI):
         idempotency_class: str | None = None,
     ) -> dict[str, Any]:
         """Write ``records`` at once: ``{"upserted": n, "replayed": bool}``."""
-        args = upsert_args(records, idempotency_key, expected_revisions, idempotency_class)
+        args = batch_args(records, idempotency_key, expected_revisions, idempotency_class)
         result: dict[str, Any] = self._call(PLANE, "upsert_many", args)
         return result
 
@@ -106,7 +90,7 @@ class AsyncMemoryAPI(AsyncPlaneAPI):
         expected_revisions: Mapping[str, int] | None = None,
         idempotency_class: str | None = None,
     ) -> dict[str, Any]:
-        args = upsert_args(records, idempotency_key, expected_revisions, idempotency_class)
+        args = batch_args(records, idempotency_key, expected_revisions, idempotency_class)
         result: dict[str, Any] = await self._call(PLANE, "upsert_many", args)
         return result
 

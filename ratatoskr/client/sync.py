@@ -5,22 +5,20 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping, Sequence
 from types import TracebackType
-from typing import Any, Protocol
+from typing import Any, Protocol, Unpack
 
 import httpx
 
 from ratatoskr.client.affect import AffectAPI
-from ratatoskr.client.base import ClientBase
+from ratatoskr.client.base import ClientBase, ClientSettings
 from ratatoskr.client.errors import RatatoskrError, TransportFailed
 from ratatoskr.client.http11 import Http11Pool, HttpxTransport
 from ratatoskr.client.memory import MemoryAPI
-from ratatoskr.client.tokens import DEFAULT_ACTOR, TokenProvider
 from ratatoskr.client.transport import (
     HANDSHAKE,
     HANDSHAKE_PLANE,
     Answer,
     Catalog,
-    Retry,
     headers,
     prepare,
     read_answer,
@@ -55,27 +53,11 @@ class Client(ClientBase):
         self,
         base_url: str,
         *,
-        key: bytes | str | None = None,
-        scope: Mapping[str, str] | None = None,
-        actor: str = DEFAULT_ACTOR,
-        kid: str | None = None,
-        token_provider: TokenProvider | None = None,
-        retry: Retry | int = 3,
-        timeout: float = 30.0,
         http: httpx.Client | None = None,
-        **token_options: Any,
+        **settings: Unpack[ClientSettings],
     ) -> None:
-        super().__init__(
-            base_url,
-            key=key,
-            scope=scope,
-            actor=actor,
-            kid=kid,
-            token_provider=token_provider,
-            retry=retry,
-            timeout=timeout,
-            **token_options,
-        )
+        super().__init__(base_url, **settings)
+        timeout = self.timeout
         self.http = http
         self.transport: Transport = (
             HttpxTransport(http)
