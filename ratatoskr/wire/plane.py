@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, Protocol
 
 from ratatoskr.core.context import CallContext
@@ -111,6 +112,10 @@ class VerbTable:
     def verb_names(self) -> list[str]:
         return [v.name for v in self.verbs]
 
+    @cached_property
+    def by_name(self) -> Mapping[str, Verb]:
+        return {v.name: v for v in self.verbs}
+
 
 @dataclass(frozen=True)
 class Plane:
@@ -125,16 +130,16 @@ class Plane:
 
     def verb(self, name: str) -> Verb:
         """The verb named; 404 when the wire has no such verb, 501 when it is not served."""
-        for verb in self.table.verbs:
-            if verb.name == name:
-                return verb
+        found = self.table.by_name.get(name)
+        if found is not None:
+            return found
         if name in self.table.unsupported:
             raise Unsupported(f"this store does not advertise the verb {name}")
         raise UnknownVerb(f"the {self.name} plane has no such verb")
 
     def decode(self, name: str, body: bytes) -> dict[str, Any]:
         """A body for the verb ``name`` (the token's claim), decoded with the verb's split."""
-        found = next((v for v in self.table.verbs if v.name == name), None)
+        found = self.table.by_name.get(name)
         return decode_split(body, found.split if found is not None else None)
 
     def prepare(self, verb: Verb, args: Mapping[str, Any], ctx: CallContext) -> Any:
