@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed-stamp
 .PHONY: run test system-packages lint console-screenshots bench bench-quick bench-1m bench-http bench-client bench-writers bench-write-modes bench-restore power-cut bench-postgres soak soak-steady token-flood profile-upsert clean
 
 # setup.py builds the optional C accelerators with the machine's C compiler
-$(STAMP): pyproject.toml setup.py ratatoskr/memory/_pack.c ratatoskr/memory/_body.c ratatoskr/memory/_narrow.h $(wildcard ratatoskr/memory/search/_rank*)
+$(STAMP): pyproject.toml setup.py ratatoskr/memory/_pack.c ratatoskr/memory/_body.c ratatoskr/memory/_narrow.h ratatoskr/memory/_decimal.h $(wildcard ratatoskr/memory/search/_rank*)
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[dev,pgtest]'

@@ -20,7 +20,7 @@ setup(
         Extension(
             "ratatoskr.memory._body",
             ["ratatoskr/memory/_body.c"],
-            depends=["ratatoskr/memory/_narrow.h"],
+            depends=["ratatoskr/memory/_narrow.h", "ratatoskr/memory/_decimal.h"],
             optional=True,
             extra_compile_args=["-O3"],
         ),
