@@ -285,7 +285,9 @@ def tail_lines(
         f"collector {r.gc_ms:,.1f} ms. Routes of the timed searches: "
         + ", ".join(f"{k} {v:,}" for k, v in sorted(routes.items()))
         + " (current: the file unchanged since the mirror matched it; mirror: synced at the "
-        "search's snapshot; overlay: the changes since the mirror's entry read beside it); "
+        "search's snapshot; overlay: the changes since the mirror's entry read by the search "
+        "and ranked beside it; overlay-shared: the same, taken from the read of an earlier "
+        "search or of the worker at the same head); "
         "of the searches slower than their case's p99: "
         + ", ".join(f"{k} {v:,}" for k, v in sorted(slowest.items()))
         + ".",

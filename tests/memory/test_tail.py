@@ -91,7 +91,7 @@ def exactly(hits: list[dict[str, Any]]) -> list[Any]:
 
 def not_sql(store: RatatoskrMemoryStore) -> int:
     routes = store.engine.routes
-    return routes["current"] + routes["mirror"] + routes["overlay"]
+    return routes["current"] + routes["mirror"] + routes["overlay"] + routes["overlay-shared"]
 
 
 def test_searches_during_the_first_load_answer_as_the_reference(tmp_path: Path) -> None:
@@ -121,6 +121,32 @@ def test_searches_during_the_first_load_answer_as_the_reference(tmp_path: Path) 
     assert not_sql(pair.ours) > 0 and pair.ours.health()["status"] == "ok"
     pair.ours.close()
     writer.close()
+
+
+def test_searches_while_the_worker_applies_a_batch_answer_as_the_reference(
+    tmp_path: Path,
+) -> None:
+    """The worker reads a batch and writes its new rows past the mirror's last one before
+    publishing them: a search meanwhile takes the changes from the worker's read, and,
+    once the log moves past it, reads them itself; both answer as the reference does."""
+    pair = filled(tmp_path, 8)
+    ours = pair.ours
+    worker = ours.engine.worker
+    assert worker is not None and ours.mirror is not None
+    with holding("follow-staged", worker) as staged:
+        pair.write(30, rewrite=20, delete=10)
+        assert staged.reached.wait(30)
+        n = ours.mirror.n
+        pair.agree()  # at the head the worker read: its read is shared, no statement
+        assert ours.engine.routes["overlay-shared"] > 0 and ours.mirror.n == n
+        read_before = ours.engine.routes["overlay"]
+        pair.write(10, rewrite=10, delete=5)  # the log moves past the worker's read
+        pair.agree()
+        assert ours.engine.routes["overlay"] == read_before + 1  # read once, then shared
+    settled(ours)
+    pair.agree()
+    assert ours.engine.routes["sql"] == 0
+    ours.close()
 
 
 def filled(tmp_path: Path, seed: int, mirror_bytes: int | None = None) -> Pair:

@@ -7,7 +7,8 @@ A search walks these steps, each of which may hand it to the next route:
 2. **mirror**: lock the mirror, then open a read transaction (so the snapshot holds every
    change the mirror does: the worker applies a change only after reading it), read the
    log's head, and rank on the mirror; when the log is ahead of the mirror, the chunks
-   changed since are read from the snapshot and ranked beside it (**overlay**);
+   changed since (read once per head, by the first search or the worker) are left out of
+   it and ranked beside it (**overlay**);
 3. **SQL**: with no mirror, before its first load is complete, over its byte budget, or
    a log too far ahead of it (``OVERLAY_MAX``), rank in SQL.
 
@@ -30,7 +31,7 @@ import apsw
 from ratatoskr.memory import rules
 from ratatoskr.memory.search.hits import CurrentMark, Gathered, fetch_rows, mirror_hits, sql_hits
 from ratatoskr.memory.search.mirror import VectorMirror
-from ratatoskr.memory.search.overlay import Overlay, overlay_hits, read_overlay
+from ratatoskr.memory.search.overlay import Overlay, overlay_hits, read_view
 from ratatoskr.memory.search.sql import rank_in_sql
 from ratatoskr.memory.search.worker import MirrorWorker
 from ratatoskr.sqlite.database import Database
@@ -101,7 +102,7 @@ class SearchEngine:
                     held = False
                     if step is None:
                         return None if quick else self._in_sql(conn, call)
-                    gathered, overlay = step
+                    gathered, overlay, route = step
                     if gathered is None:
                         return None
                     unheld = gathered.unheld()
@@ -110,11 +111,8 @@ class SearchEngine:
             finally:
                 if held:
                     mirror.lock.release()
-            if overlay is None:
-                self.routes["mirror"] += 1
-                return hits
-            self.routes["overlay"] += 1
-            return overlay_hits(overlay, call, hits)
+            self.routes[route] += 1
+            return hits if overlay is None else overlay_hits(overlay, call, hits)
         if quick:
             return None
         with self.db.read() as conn:
@@ -127,16 +125,16 @@ class SearchEngine:
 
     def _at_snapshot(
         self, conn: apsw.Connection, mirror: VectorMirror, call: rules.SearchCall, quick: bool
-    ) -> tuple[Gathered | None, Overlay | None] | None:
+    ) -> tuple[Gathered | None, Overlay | None, str] | None:
         """Step 2 in ``conn``'s snapshot, holding the mirror's lock: the mirror's part of the
-        answer and the changes beside it; ``None`` hands the search to SQL."""
+        answer, the changes beside it and the route; ``None`` hands the search to SQL."""
         head, floor = conn.execute(
             "SELECT (SELECT max(seq) FROM memory_changes), (SELECT min(seq) FROM memory_changes)"
         ).fetchall()[0]
         head, seq = int(head or 0), mirror.seq
         if not mirror.ready:
             return None
-        overlay = None
+        overlay, route = None, "mirror"
         if head == seq:
             self._mark.note(conn, mirror.generation)
         else:
@@ -145,9 +143,14 @@ class SearchEngine:
             pruned = floor is not None and seq < int(floor) - 1
             if head < seq or pruned or head - seq > (QUICK_CHANGES if quick else OVERLAY_MAX):
                 return None
-            overlay = read_overlay(conn, seq, call)
-        exclude = overlay.excluded(mirror) if overlay is not None else None
-        return self._rank(mirror, call, quick, exclude), overlay
+            view = self.worker.ahead if self.worker is not None else None
+            route = "overlay-shared"
+            if view is None or view.since != seq or view.upto != head:
+                view, route = read_view(conn, seq, head), "overlay"
+                if self.worker is not None:
+                    self.worker.offer(view)
+            overlay = view.overlay(conn, call)
+        return self._rank(mirror, call, quick, overlay), overlay, route
 
     def _from_current(self, call: rules.SearchCall, quick: bool) -> Hits | None:
         """Step 1: the mirror alone, when the file is provably unchanged since it matched
@@ -189,14 +192,21 @@ class SearchEngine:
         mirror: VectorMirror,
         call: rules.SearchCall,
         quick: bool,
-        exclude: Any = None,
+        overlay: Overlay | None = None,
     ) -> Gathered | None:
-        """Admit the filter's rows and rank them (the caller holds the lock); ``None`` in
-        ``quick`` mode when scoring them or building the hits would not stay small."""
+        """Admit the filter's rows, less those of the chunks ``overlay`` holds, and rank
+        them (the caller holds the lock); ``None`` in ``quick`` mode when scoring them or
+        building the hits would not stay small."""
         mirror.searched = True
         rows = mirror.admitted(call.scope_all, call.scope_any)
         if quick and not self._quick_enough(mirror.admitted_count(rows), call):
             return None
+        exclude = None
+        if overlay is not None:
+            if rows is not None and len(rows) < len(overlay.changed):
+                rows = overlay.kept(mirror, rows)
+            else:
+                exclude = overlay.excluded(mirror)
         return mirror.search(rows, call.vector, call.top_k, call.include_embedding, exclude)
 
     def _quick_enough(self, admitted: int, call: rules.SearchCall) -> bool:

@@ -4,8 +4,8 @@ speed of numpy.
 SQLite stays the source of truth. Every change to ``memory_chunks`` (from any process, any
 tool) appends the chunk id to ``memory_changes``. The mirror holds the rows as of one entry
 of that log (``seq``); the store's mirror worker (``worker.py``) builds it in the
-background, applies the log as it grows (``apply``) and regroups it, and is the only thread
-that changes it, under ``lock``. A search that finds the log ahead of ``seq`` answers from
+background, brings in the log as it grows (``changes.py``) and regroups it, and is the only
+thread that changes it, under ``lock``. A search that finds the log ahead of ``seq`` answers from
 the mirror with the changed chunks read from its own snapshot (``overlay.py``), so it sees
 every write committed before it began (read-your-writes across workers) without waiting.
 
@@ -29,13 +29,13 @@ import os
 import threading
 from collections.abc import Sequence
 from itertools import pairwise
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from ratatoskr.core.scope import AXES, Scope
-from ratatoskr.memory.search.cosine import F32, F64, I64, cosine_rows, rank, row_norms
+from ratatoskr.memory.search.cosine import F32, F64, I64, cosine_rows, rank
 from ratatoskr.memory.search.hits import Gathered
 from ratatoskr.memory.search.ranking import (
     candidates,
@@ -63,35 +63,12 @@ CHANGED_COLUMNS = (
 )
 Changed = Sequence[Any]  # one row of CHANGED_COLUMNS
 Objects = npt.NDArray[np.object_]
-Payload = tuple[int, str, int, str]  # revision, vector key, float64 stored, record JSON
 # the attributes that make up the rows (what ``adopt`` takes over)
 _STATE = (
     "n", "sorted_n", "matrix", "inv_norms", "norms", "codes", "alive", "dead", "ids", "rows",
     "revisions", "keys", "records", "wide", "record_bytes", "values", "_by_code",
     "_sorted_codes", "seq",
 )  # fmt: skip
-
-
-class Prepared(NamedTuple):
-    """Changed rows made ready for ``VectorMirror.place`` (``prepare``): per row its id,
-    axis codes (one column each), float32 vector, inverse norm, float64 norm and payload."""
-
-    ids: list[str]
-    codes: npt.NDArray[np.int32]
-    vectors: F32
-    inv_norms: F32
-    norms: F64
-    payloads: list[Payload]
-
-    def part(self, lo: int, hi: int) -> Prepared:
-        return Prepared(
-            self.ids[lo:hi],
-            self.codes[:, lo:hi],
-            self.vectors[lo:hi],
-            self.inv_norms[lo:hi],
-            self.norms[lo:hi],
-            self.payloads[lo:hi],
-        )
 
 
 def mirror_budget_from_env() -> int:
@@ -179,60 +156,6 @@ class VectorMirror:
         """What the live rows cost, as the budget counts it."""
         return (self.n - self.dead) * self.bytes_per_row + self.record_bytes
 
-    def apply(self, found: Sequence[Changed], gone: Sequence[str]) -> None:
-        """``place(prepare(found), gone)``: for a mirror not serving (no lock)."""
-        self.place(self.prepare(found), gone)
-
-    def prepare(self, found: Sequence[Changed]) -> Prepared:
-        """What ``place`` needs of rows read from the file (``CHANGED_COLUMNS``), computed
-        before the lock is taken: the axis codes (new values get theirs now; no row holds
-        them yet), the vectors, their norms and the payloads."""
-        count = len(found)
-        code = self._code
-        codes = np.array(
-            [(code(0, r[1]), code(1, r[2]), code(2, r[3]), code(3, r[4])) for r in found],
-            dtype=np.int32,
-        ).reshape(count, len(AXES))
-        vectors = np.frombuffer(b"".join(r[5] for r in found), dtype=np.float32)
-        vectors = vectors.reshape(count, self.dim)
-        norms = row_norms(vectors) if count else np.zeros(0, dtype=np.float64)
-        with np.errstate(divide="ignore"):  # a zero vector: its scores are not finite
-            inv_norms = (1.0 / norms).astype(np.float32)
-        payloads = [(r[6], r[7], r[8], r[9]) for r in found]
-        return Prepared([r[0] for r in found], codes.T, vectors, inv_norms, norms, payloads)
-
-    def place(self, prepared: Prepared, gone: Sequence[str]) -> None:
-        """Bring ``prepared`` rows and the removal of ``gone`` into the mirror. A row whose
-        scope is unchanged is updated in place; a new row, or one whose scope moved (its
-        old place is in another group), is appended to the unsorted tail."""
-        self.generation += 1
-        self._kill(gone)
-        ids, codes = prepared.ids, prepared.codes
-        if not ids:
-            return
-        rows = self.rows
-        at = np.array([rows.get(cid, -1) for cid in ids], dtype=np.int64)
-        same = at >= 0
-        if same.any():
-            held = np.flatnonzero(same)
-            same[held] = (self.codes[:, at[held]] == codes[:, held]).all(axis=0)
-            self._kill([ids[i] for i in np.flatnonzero((at >= 0) & ~same).tolist()])
-        fresh = np.flatnonzero(~same)
-        if self.n + len(fresh) > len(self.alive):  # the worker reserves first: not here
-            self._grow(self.n + len(fresh) + headroom(self.n))
-        placed = np.arange(self.n, self.n + len(fresh), dtype=np.int64)
-        at[fresh] = placed
-        added = [ids[i] for i in fresh.tolist()]
-        rows.update(zip(added, placed.tolist(), strict=True))
-        self.ids[placed] = added
-        self.n += len(fresh)
-        self.codes[:, placed] = codes[:, fresh]
-        self.alive[placed] = True
-        self._hold(at, prepared.payloads)
-        self.matrix[at] = prepared.vectors
-        self.norms[at] = prepared.norms
-        self.inv_norms[at] = prepared.inv_norms
-
     def adopt(self, other: VectorMirror) -> VectorMirror:
         """Take ``other``'s rows (a regrouped copy, or a fresh load) as this mirror's, in
         one step; the rows this mirror held are returned, to be freed outside the lock."""
@@ -258,87 +181,6 @@ class VectorMirror:
         if code is None:
             code = table[value] = len(table) + 1
         return code
-
-    def _hold(self, at: I64, payloads: list[Payload]) -> None:
-        """Keep what a hit on each row of ``at`` returns besides the vector (the record if
-        short), from its payload."""
-        self._drop_records(at)
-        self.revisions[at] = [p[0] for p in payloads]
-        self.keys[at] = [p[1] for p in payloads]
-        self.wide[at] = [bool(p[2]) for p in payloads]
-        records = [p[3] if len(p[3]) <= RECORD_INLINE else None for p in payloads]
-        self.records[at] = records
-        self.record_bytes += sum(len(r) for r in records if r is not None)
-
-    def _drop_records(self, at: I64) -> None:
-        self.record_bytes -= sum(len(r) for r in self.records[at].tolist() if r is not None)
-        self.records[at] = None
-
-    def _kill(self, chunk_ids: Sequence[str]) -> None:
-        """The rows of ``chunk_ids`` (those held) die: out of every posting and count."""
-        if not chunk_ids:
-            return
-        pop = self.rows.pop
-        at = np.array([r for r in (pop(cid, -1) for cid in chunk_ids) if r >= 0], dtype=np.int64)
-        self.alive[at] = False
-        self.codes[:, at] = 0
-        self.inv_norms[at] = 0.0  # a vector deleted during a load may be all zero
-        self.dead += len(at)
-        self._drop_records(at)
-
-    def reserve(self, extra: int) -> None:
-        """Make room for ``extra`` more rows before ``apply`` needs it: larger arrays are
-        made and filled outside the lock (the worker is the only thread that changes the
-        mirror), and only swapped in under it."""
-        if self.n + extra <= len(self.alive):
-            return
-        # at least doubled: a store filled through this process (an import into a new
-        # file) copies its rows about twice in all, not once per quarter it grows by
-        grown = self._grown(max(self.n + extra + headroom(self.n), 2 * len(self.alive)))
-        with self.lock:
-            self._take(grown)
-
-    def _grow(self, capacity: int) -> None:
-        """Room for ``capacity`` rows at once (a mirror not serving yet: no lock)."""
-        self._take(self._grown(capacity))
-
-    def _take(self, grown: tuple[Any, ...]) -> None:
-        """Swap in ``_grown``'s arrays (in its order)."""
-        (
-            self.matrix,
-            self.inv_norms,
-            self.norms,
-            self.revisions,
-            self.ids,
-            self.keys,
-            self.records,
-            self.codes,
-            self.alive,
-            self.wide,
-        ) = grown
-
-    def _grown(self, capacity: int) -> tuple[Any, ...]:
-        """Copies of the per-row arrays with room for ``capacity`` rows (the pages past the
-        rows are not touched until written: they cost no memory before)."""
-        n = self.n
-        arrays: list[Any] = []
-        old: Any
-        for old in (self.matrix, self.inv_norms, self.norms, self.revisions):
-            new = np.zeros((capacity, *old.shape[1:]), dtype=old.dtype)
-            new[:n] = old[:n]
-            arrays.append(new)
-        for old in (self.ids, self.keys, self.records):
-            new = np.empty(capacity, dtype=object)
-            new[:n] = old[:n]
-            arrays.append(new)
-        codes = np.zeros((len(AXES), capacity), dtype=np.int32)
-        codes[:, :n] = self.codes[:, :n]
-        arrays.append(codes)
-        for old in (self.alive, self.wide):
-            new = np.zeros(capacity, dtype=bool)
-            new[:n] = old[:n]
-            arrays.append(new)
-        return tuple(arrays)
 
     # -- search ------------------------------------------------------------------------
 

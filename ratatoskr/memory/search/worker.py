@@ -7,7 +7,9 @@ no search ever waits for that work.
   or gone backwards: a restored file) drops the mirror and loads it again the same way.
 - **follow**: every ``POLL_SECONDS``, or at once when a search finds the log ahead of the
   mirror (``poke``), it applies the new entries, holding the lock ``APPLY_ROWS`` rows at a
-  time; a search that comes first answers with the changes read from its own snapshot.
+  time; meanwhile searches answer with the changes beside the mirror (``overlay.py``),
+  taking them from the worker's own read of them (``ahead``) when it read them at the
+  log's head.
   A process no search has asked of for ``FOLLOW_IDLE_SECONDS`` does not follow: a writer
   that never searches pays nothing for the mirror, and the first search after its writes
   answers beside the mirror (or in SQL, a long burst later) while the worker catches up.
@@ -33,9 +35,10 @@ from contextlib import contextmanager
 
 import apsw
 
-from ratatoskr.memory.search import build, inplace
+from ratatoskr.memory.search import build, changes, inplace
 from ratatoskr.memory.search.build import Behind
-from ratatoskr.memory.search.mirror import VectorMirror
+from ratatoskr.memory.search.mirror import Changed, VectorMirror
+from ratatoskr.memory.search.overlay import ChangeView
 from ratatoskr.sqlite.database import Database
 
 POLL_SECONDS = 0.02  # how often an idle worker looks at the change log
@@ -80,7 +83,8 @@ def holding(point: str, worker: MirrorWorker | None = None, skip: int = 0) -> It
     """Tests: the next worker to reach ``point`` (``worker``, or any of this process; after
     ``skip`` passes) waits there until the hold is released (or the block ends). Points:
     ``load-started``, ``load-sorted`` (between the load's two passes), ``load-scanned``,
-    ``follow``, ``regroup-built``, ``inplace-step`` (each step of an in-place regroup)."""
+    ``follow``, ``follow-staged`` (a part of a batch written past the rows, not yet
+    published), ``regroup-built``, ``inplace-step`` (each step of an in-place regroup)."""
     hold = Hold(skip)
     _holds[point] = (hold, worker)
     try:
@@ -108,6 +112,10 @@ class MirrorWorker:
         self._followed_at = 0.0
         self._asked_at = float("-inf")  # the last search on this store (``asked``)
         self._changed = threading.Condition()  # notified when the mirror's state changes
+        # the changes past the mirror's seq as last read at the log's head, by this worker
+        # (to apply them) or a search (``offer``): the searches at that head take their
+        # overlay from it (set under the mirror's lock)
+        self.ahead: ChangeView | None = None
         self._thread = threading.Thread(target=self._run, name="ratatoskr-mirror", daemon=True)
 
     def start(self) -> None:
@@ -121,6 +129,13 @@ class MirrorWorker:
         """A search found the log ahead of the mirror: follow it now."""
         self._asked_at = time.monotonic()
         self._wake.set()
+
+    def offer(self, view: ChangeView) -> None:
+        """A search read the changes past the mirror at a head the worker has not read:
+        the searches after it at that head take them as they are (under the lock)."""
+        ahead = self.ahead
+        if ahead is None or (ahead.since, ahead.upto) != (view.since, view.upto):
+            self.ahead = view
 
     def wait_until(self, done: Callable[[VectorMirror], bool], timeout: float) -> bool:
         """Whether ``done(mirror)`` holds within ``timeout`` seconds (looked at after each
@@ -266,24 +281,42 @@ class MirrorWorker:
                 head, upto, found, gone = build.read_changes(conn, mirror.seq, FOLLOW_ENTRIES)
             if upto == mirror.seq:
                 return
-            mirror.reserve(len(found))
-            prepared = mirror.prepare(found)  # outside the lock: codes, vectors, norms
-            steps = max(1, -(-max(len(found), len(gone)) // APPLY_ROWS))
-            for step in range(steps):
-                lo, hi = step * APPLY_ROWS, (step + 1) * APPLY_ROWS
-                part = prepared.part(lo, hi)
+            if upto == head:
+                changed = {r[0] for r in found}
+                changed.update(gone)
                 with mirror.lock:
-                    started = time.perf_counter()
-                    mirror.place(part, gone[lo:hi])
-                    if step == steps - 1:
-                        mirror.seq = upto
-                    self._note_pause(started)
-                if step < steps - 1:
-                    time.sleep(0)
+                    self.ahead = ChangeView(mirror.seq, upto, changed, found, True)
+            self._apply(found, gone, upto)
             self._notify()
             if upto == head:
                 return
             self._yield()
+
+    def _apply(self, found: list[Changed], gone: list[str], upto: int) -> None:
+        """Bring the rows read into the live mirror, a lock hold per ``APPLY_ROWS``; the
+        last one moves its ``seq`` to ``upto``."""
+        mirror = self.mirror
+        prepared = changes.prepare(mirror, found)  # outside the lock: codes, vectors, norms
+        steps = max(1, -(-max(len(found), len(gone)) // APPLY_ROWS))
+        for step in range(steps):
+            lo, hi = step * APPLY_ROWS, (step + 1) * APPLY_ROWS
+            last = step == steps - 1
+            changes.place(mirror, prepared.part(lo, hi), gone[lo:hi], self._publishing(upto, last))
+            if not last:
+                time.sleep(0)
+
+    @contextmanager
+    def _publishing(self, upto: int, last: bool) -> Iterator[None]:
+        """The lock hold that publishes a part of a batch; the last one moves the mirror's
+        ``seq`` to ``upto`` (the changes ``ahead`` are then in it)."""
+        self._at("follow-staged")
+        with self.mirror.lock:
+            started = time.perf_counter()
+            yield
+            if last:
+                self.mirror.seq = upto
+                self.ahead = None
+            self._note_pause(started)
 
     def _note_pause(self, started: float) -> None:
         self.max_pause = max(self.max_pause, time.perf_counter() - started)
@@ -294,7 +327,7 @@ class MirrorWorker:
             pause()
             with self.db.read() as conn:
                 head, upto, found, gone = build.read_changes(conn, copy.seq, FOLLOW_ENTRIES)
-            copy.apply(found, gone)
+            changes.place(copy, changes.prepare(copy, found), gone)
             copy.seq = upto
             if head - upto <= SWAP_BACKLOG:
                 return

@@ -1,0 +1,222 @@
+"""Bringing chunks read from the change log into a mirror, holding its lock only to publish.
+
+The worker reads a batch of changed chunks (``build.read_changes``) and brings it in, in
+four steps, of which only the third holds the lock searches take:
+
+1. **prepare**: the axis codes (a new value gets its code now: no row holds it yet), the
+   vectors, their norms and the payloads;
+2. **stage**: the chunks new to the mirror, or moved to another scope (their old place is
+   in another group), are written to the places past its last row, which no search reads;
+3. **publish**, under the lock: the rows of deleted and moved chunks die, a row whose
+   scope is unchanged is overwritten where it is, and the staged rows join the mirror (its
+   row count grows over them and their ids map to them);
+4. **settle**: the deleted chunks' ids leave the id map and the dead rows' records are
+   dropped. In between, a deleted id still maps to its dead row: a search looks ids up
+   only for the chunks changed since the mirror's ``seq`` (to leave their rows out) and for
+   live hits, so a dead row found there changes nothing.
+
+A lock hold is then a few numpy assignments and one dict update per batch, whatever the
+mirror holds: a search waits for the worker no longer than that, and a worker preempted
+by the scheduler mid-batch does not hold searches back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from contextlib import AbstractContextManager, nullcontext
+from typing import Any, NamedTuple
+
+import numpy as np
+import numpy.typing as npt
+
+from ratatoskr.core.scope import AXES
+from ratatoskr.memory.search.cosine import F32, F64, I64, row_norms
+from ratatoskr.memory.search.mirror import RECORD_INLINE, Changed, VectorMirror, headroom
+
+Payload = tuple[int, str, int, str]  # revision, vector key, float64 stored, record JSON
+
+
+class Prepared(NamedTuple):
+    """Changed rows made ready for ``place`` (``prepare``): per row its id, axis codes
+    (one column each), float32 vector, inverse norm, float64 norm and payload."""
+
+    ids: list[str]
+    codes: npt.NDArray[np.int32]
+    vectors: F32
+    inv_norms: F32
+    norms: F64
+    payloads: list[Payload]
+
+    def part(self, lo: int, hi: int) -> Prepared:
+        return Prepared(
+            self.ids[lo:hi],
+            self.codes[:, lo:hi],
+            self.vectors[lo:hi],
+            self.inv_norms[lo:hi],
+            self.norms[lo:hi],
+            self.payloads[lo:hi],
+        )
+
+
+class Staged(NamedTuple):
+    """A batch written past the mirror's rows, and what publishing it changes."""
+
+    kept: I64  # indices into the batch of the chunks overwritten where they are
+    kept_at: I64  # their rows
+    dying: I64  # the rows of the chunks deleted or moved
+    gone: list[str]  # the deleted chunks held (their ids leave the map at ``settle``)
+    added: list[str]  # the chunks staged past the rows
+    placed: I64  # their places
+
+
+def prepare(mirror: VectorMirror, found: Sequence[Changed]) -> Prepared:
+    """What ``place`` needs of rows read from the file (``mirror.CHANGED_COLUMNS``)."""
+    count = len(found)
+    code = mirror._code
+    codes = np.array(
+        [(code(0, r[1]), code(1, r[2]), code(2, r[3]), code(3, r[4])) for r in found],
+        dtype=np.int32,
+    ).reshape(count, len(AXES))
+    vectors = np.frombuffer(b"".join(r[5] for r in found), dtype=np.float32)
+    vectors = vectors.reshape(count, mirror.dim)
+    norms = row_norms(vectors) if count else np.zeros(0, dtype=np.float64)
+    with np.errstate(divide="ignore"):  # a zero vector: its scores are not finite
+        inv_norms = (1.0 / norms).astype(np.float32)
+    payloads = [(r[6], r[7], r[8], r[9]) for r in found]
+    return Prepared([r[0] for r in found], codes.T, vectors, inv_norms, norms, payloads)
+
+
+def place(
+    mirror: VectorMirror,
+    prepared: Prepared,
+    gone: Sequence[str],
+    lock: AbstractContextManager[Any] | None = None,
+) -> None:
+    """Bring ``prepared`` rows and the removal of ``gone`` into ``mirror``, holding
+    ``lock`` (the live mirror's) only to publish them; call from the only thread that
+    changes the mirror."""
+    staged = _stage(mirror, prepared, gone)
+    with lock if lock is not None else nullcontext():
+        _publish(mirror, prepared, staged)
+    _settle(mirror, staged)
+
+
+def _stage(mirror: VectorMirror, prepared: Prepared, gone: Sequence[str]) -> Staged:
+    rows = mirror.rows
+    held_gone = [cid for cid in gone if cid in rows]
+    gone_at = [rows[cid] for cid in held_gone]
+    ids, codes = prepared.ids, prepared.codes
+    at = np.array([rows.get(cid, -1) for cid in ids], dtype=np.int64)
+    kept = at >= 0
+    if kept.any():
+        held = np.flatnonzero(kept)
+        kept[held] = (mirror.codes[:, at[held]] == codes[:, held]).all(axis=0)
+    moved_at = at[(at >= 0) & ~kept]
+    fresh = np.flatnonzero(~kept)
+    reserve(mirror, len(fresh))
+    placed = np.arange(mirror.n, mirror.n + len(fresh), dtype=np.int64)
+    added = [ids[i] for i in fresh.tolist()]
+    mirror.ids[placed] = added
+    mirror.codes[:, placed] = codes[:, fresh]
+    mirror.alive[placed] = True
+    _hold(mirror, placed, [prepared.payloads[i] for i in fresh.tolist()])
+    mirror.matrix[placed] = prepared.vectors[fresh]
+    mirror.norms[placed] = prepared.norms[fresh]
+    mirror.inv_norms[placed] = prepared.inv_norms[fresh]
+    kept_rows = np.flatnonzero(kept)
+    dying = np.concatenate((np.array(gone_at, dtype=np.int64), moved_at))
+    return Staged(kept_rows, at[kept_rows], dying, held_gone, added, placed)
+
+
+def _publish(mirror: VectorMirror, prepared: Prepared, staged: Staged) -> None:
+    mirror.generation += 1
+    dying = staged.dying
+    if len(dying):
+        mirror.alive[dying] = False
+        mirror.codes[:, dying] = 0
+        mirror.inv_norms[dying] = 0.0  # a vector deleted during a load may be all zero
+        mirror.dead += len(dying)
+    kept, kept_at = staged.kept, staged.kept_at
+    if len(kept):
+        _hold(mirror, kept_at, [prepared.payloads[i] for i in kept.tolist()])
+        mirror.matrix[kept_at] = prepared.vectors[kept]
+        mirror.norms[kept_at] = prepared.norms[kept]
+        mirror.inv_norms[kept_at] = prepared.inv_norms[kept]
+    if staged.added:
+        mirror.rows.update(zip(staged.added, staged.placed.tolist(), strict=True))
+        mirror.n += len(staged.added)
+
+
+def _settle(mirror: VectorMirror, staged: Staged) -> None:
+    pop = mirror.rows.pop
+    for cid in staged.gone:
+        pop(cid, None)
+    _drop_records(mirror, staged.dying)
+
+
+def _hold(mirror: VectorMirror, at: I64, payloads: list[Payload]) -> None:
+    """Keep what a hit on each row of ``at`` returns besides the vector (the record if
+    short), from its payload."""
+    _drop_records(mirror, at)
+    mirror.revisions[at] = [p[0] for p in payloads]
+    mirror.keys[at] = [p[1] for p in payloads]
+    mirror.wide[at] = [bool(p[2]) for p in payloads]
+    records = [p[3] if len(p[3]) <= RECORD_INLINE else None for p in payloads]
+    mirror.records[at] = records
+    mirror.record_bytes += sum(len(r) for r in records if r is not None)
+
+
+def _drop_records(mirror: VectorMirror, at: I64) -> None:
+    if not len(at):
+        return
+    mirror.record_bytes -= sum(len(r) for r in mirror.records[at].tolist() if r is not None)
+    mirror.records[at] = None
+
+
+def reserve(mirror: VectorMirror, extra: int) -> None:
+    """Make room for ``extra`` more rows: larger arrays are made and filled outside the
+    lock (the worker is the only thread that changes the mirror), and only swapped in
+    under it."""
+    if mirror.n + extra <= len(mirror.alive):
+        return
+    # at least doubled: a store filled through this process (an import into a new
+    # file) copies its rows about twice in all, not once per quarter it grows by
+    capacity = max(mirror.n + extra + headroom(mirror.n), 2 * len(mirror.alive))
+    grown = _grown(mirror, capacity)
+    with mirror.lock:
+        (
+            mirror.matrix,
+            mirror.inv_norms,
+            mirror.norms,
+            mirror.revisions,
+            mirror.ids,
+            mirror.keys,
+            mirror.records,
+            mirror.codes,
+            mirror.alive,
+            mirror.wide,
+        ) = grown
+
+
+def _grown(mirror: VectorMirror, capacity: int) -> tuple[Any, ...]:
+    """Copies of the per-row arrays with room for ``capacity`` rows (the pages past the
+    rows are not touched until written: they cost no memory before)."""
+    n = mirror.n
+    arrays: list[Any] = []
+    old: Any
+    for old in (mirror.matrix, mirror.inv_norms, mirror.norms, mirror.revisions):
+        new = np.zeros((capacity, *old.shape[1:]), dtype=old.dtype)
+        new[:n] = old[:n]
+        arrays.append(new)
+    for old in (mirror.ids, mirror.keys, mirror.records):
+        new = np.empty(capacity, dtype=object)
+        new[:n] = old[:n]
+        arrays.append(new)
+    codes = np.zeros((len(AXES), capacity), dtype=np.int32)
+    codes[:, :n] = mirror.codes[:, :n]
+    arrays.append(codes)
+    for old in (mirror.alive, mirror.wide):
+        new = np.zeros(capacity, dtype=bool)
+        new[:n] = old[:n]
+        arrays.append(new)
+    return tuple(arrays)
