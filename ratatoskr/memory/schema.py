@@ -6,8 +6,10 @@
   canonical JSON of the rest of the record (the vector kept in binary rather than again as
   JSON text, which would triple the row);
 - ``memory_vec``: the sqlite-vec ``vec0`` index (cosine), the contract's vector index;
-- ``memory_changes``: a log of changed chunk ids (upserts logged by the store in the same
-  transaction, deletes by a trigger) that keeps every process's search mirror in step;
+- ``memory_changes``: a log of changed chunk ids that keeps every process's search mirror
+  in step: upserts logged by the store in the same transaction, with the scope axes they
+  wrote (``stored = 1``), deletes by a trigger (``stored = 0``), so a search that finds the
+  log ahead of its mirror learns which changed chunks its filter admits from the log alone;
 - ``memory_idempotency``: the replay-or-conflict cache.
 """
 
@@ -71,5 +73,20 @@ def _schema_v2(conn: apsw.Connection) -> None:
     conn.execute("DROP TRIGGER IF EXISTS memory_chunks_update")
 
 
+def _schema_v3(conn: apsw.Connection) -> None:
+    """Each entry says what the change left: the chunk stored, with its scope axes, or
+    deleted. Reading those from the small log rows, a search ahead of its mirror skips
+    joining every changed chunk's (large, recently written) row. Entries written before
+    this migration say neither (``stored IS NULL``): a reader joins the table for them."""
+    for column in (*COLUMNS.values(), "stored"):
+        kind = "INTEGER" if column == "stored" else "TEXT"
+        conn.execute(f"ALTER TABLE memory_changes ADD COLUMN {column} {kind}")
+    conn.execute("DROP TRIGGER IF EXISTS memory_chunks_delete")
+    conn.execute(
+        "CREATE TRIGGER memory_chunks_delete AFTER DELETE ON memory_chunks "
+        "BEGIN INSERT INTO memory_changes (chunk_id, stored) VALUES (old.chunk_id, 0); END"
+    )
+
+
 def memory_migrations(dim: int) -> list[Migration]:
-    return [Migration(1, _schema_v1(dim)), Migration(2, _schema_v2)]
+    return [Migration(1, _schema_v1(dim)), Migration(2, _schema_v2), Migration(3, _schema_v3)]

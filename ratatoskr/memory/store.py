@@ -127,9 +127,12 @@ class RatatoskrMemoryStore(MemoryCalls, MemoryAdmin):
                        record_json = excluded.record_json""",
                 _chunk_rows(call.chunks, existing, now),
             )
-            # one statement for the batch's change log: 500 executemany steps cost ~0.7 ms
+            # one statement for the batch's change log (500 executemany steps cost ~0.7 ms),
+            # with the scope axes as just written (``schema.py``)
             conn.execute(
-                "INSERT INTO memory_changes (chunk_id) SELECT value FROM json_each(?)",
+                "INSERT INTO memory_changes (chunk_id, tenant, grp, end_user, agent_self, "
+                "stored) SELECT chunk_id, tenant, grp, end_user, agent_self, 1 "
+                "FROM memory_chunks WHERE chunk_id IN (SELECT value FROM json_each(?))",
                 (orjson.dumps(ids).decode(),),
             )
             # vec0 has no working INSERT OR REPLACE before 0.1.10. A rewrite is an UPDATE in

@@ -193,6 +193,30 @@ def test_searches_during_a_regroup_answer_as_the_reference(tmp_path: Path) -> No
 
 
 @pytest.mark.usefixtures("small_regroups")
+def test_a_regroup_builds_its_copy_in_the_arrays_the_last_one_replaced(tmp_path: Path) -> None:
+    """The second regroup reuses the first one's replaced arrays (memory touched before
+    costs no page faults); whatever they held past the rows never reaches a search."""
+    pair = filled(tmp_path, 9)
+    ours = pair.ours
+    worker = ours.engine.worker
+    assert ours.mirror is not None and worker is not None
+    replaced = []
+    for regroups in (1, 2):
+        with holding("regroup-built", worker) as built:
+            pair.write(100, rewrite=40, delete=100)  # about as many rows as before
+            pair.agree()  # searched: a regroup is due
+            assert built.reached.wait(30)
+            replaced.append(ours.mirror.matrix)  # the rows this regroup replaces
+            pair.agree()
+        assert ours.engine.wait_until(lambda m, r=regroups: m.regroups >= r, 30)
+        pair.agree()
+    assert ours.mirror.matrix is replaced[0]  # the first regroup replaced it, the second reused it
+    settled(ours)
+    pair.agree()
+    ours.close()
+
+
+@pytest.mark.usefixtures("small_regroups")
 def test_searches_during_an_in_place_regroup_answer_as_the_reference(tmp_path: Path) -> None:
     # room for the live mirror as it grows here, not for a copy of it beside
     per_row = memory_mirror.bytes_per_row(DIM)

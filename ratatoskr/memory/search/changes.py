@@ -114,15 +114,18 @@ def _stage(mirror: VectorMirror, prepared: Prepared, gone: Sequence[str]) -> Sta
     moved_at = at[(at >= 0) & ~kept]
     fresh = np.flatnonzero(~kept)
     reserve(mirror, len(fresh))
-    placed = np.arange(mirror.n, mirror.n + len(fresh), dtype=np.int64)
-    added = [ids[i] for i in fresh.tolist()]
-    mirror.ids[placed] = added
-    mirror.codes[:, placed] = codes[:, fresh]
-    mirror.alive[placed] = True
-    _hold(mirror, placed, [prepared.payloads[i] for i in fresh.tolist()])
-    mirror.matrix[placed] = prepared.vectors[fresh]
-    mirror.norms[placed] = prepared.norms[fresh]
-    mirror.inv_norms[placed] = prepared.inv_norms[fresh]
+    lo, hi = mirror.n, mirror.n + len(fresh)
+    placed = np.arange(lo, hi, dtype=np.int64)
+    every = len(fresh) == len(ids)  # the common batch: only new chunks, taken as they are
+    added = ids if every else [ids[i] for i in fresh.tolist()]
+    mirror.ids[lo:hi] = added
+    mirror.codes[:, lo:hi] = codes if every else codes[:, fresh]
+    mirror.alive[lo:hi] = True
+    payloads = prepared.payloads if every else [prepared.payloads[i] for i in fresh.tolist()]
+    _hold(mirror, placed, payloads)
+    for name in ("matrix", "norms", "inv_norms"):  # contiguous places: slices, not gathers
+        values = getattr(prepared, "vectors" if name == "matrix" else name)
+        getattr(mirror, name)[lo:hi] = values if every else values[fresh]
     kept_rows = np.flatnonzero(kept)
     dying = np.concatenate((np.array(gone_at, dtype=np.int64), moved_at))
     return Staged(kept_rows, at[kept_rows], dying, held_gone, added, placed)

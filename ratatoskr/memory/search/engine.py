@@ -146,7 +146,8 @@ class SearchEngine:
             view = self.worker.ahead if self.worker is not None else None
             route = "overlay-shared"
             if view is None or view.since != seq or view.upto != head:
-                view, route = read_view(conn, seq, head), "overlay"
+                base = view if view is not None and view.since == seq < view.upto < head else None
+                view, route = read_view(conn, seq, head, base), "overlay"
                 if self.worker is not None:
                     self.worker.offer(view)
             overlay = view.overlay(conn, call)

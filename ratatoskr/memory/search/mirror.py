@@ -63,6 +63,11 @@ CHANGED_COLUMNS = (
 )
 Changed = Sequence[Any]  # one row of CHANGED_COLUMNS
 Objects = npt.NDArray[np.object_]
+# the per-row arrays (what a regroup may build its copy in, ``build.regrouped``)
+ARRAYS = (
+    "matrix", "inv_norms", "norms", "codes", "alive", "ids", "revisions", "keys", "records",
+    "wide",
+)  # fmt: skip
 # the attributes that make up the rows (what ``adopt`` takes over)
 _STATE = (
     "n", "sorted_n", "matrix", "inv_norms", "norms", "codes", "alive", "dead", "ids", "rows",

@@ -32,6 +32,7 @@ from ratatoskr.memory.search.mirror import Changed, VectorMirror
 from ratatoskr.sqlite.scope_sql import placeholders
 
 READ_IDS = 500  # ids per statement when reading the rows a filter admits
+SCOPE = 6  # a view's row of what the log says: id, four axis values, stored
 
 Hits = list[dict[str, Any]]
 
@@ -60,37 +61,57 @@ class Overlay(NamedTuple):
 class ChangeView(NamedTuple):
     """The chunks logged after entry ``since`` up to ``upto``, the log's head when they
     were read: every changed id, and per chunk still stored its id and four axis values
-    (``SCOPE_COLUMNS``), or, when ``whole``, its row as the worker reads it to apply it
+    (``SCOPE``: what the log says), or its whole row, as the worker reads it to apply it
     (``mirror.CHANGED_COLUMNS``, which begin with the same five)."""
 
     since: int
     upto: int
     changed: set[str]
     stored: Sequence[Changed]
-    whole: bool
 
     def overlay(self, conn: apsw.Connection, call: rules.SearchCall) -> Overlay:
         """The overlay of a search whose snapshot (``conn``'s) is at ``upto``."""
-        inside = [r for r in self.stored if _admits(r, call.scope_all, call.scope_any)]
-        if not inside:
-            return Overlay(self.changed, [])
-        if self.whole and not (call.include_embedding and any(r[8] for r in inside)):
-            rows: list[Row] = [(r[0], r[6], r[7], r[5], None, r[9]) for r in inside]
-        else:  # a float64 embedding asked for is only in the file
-            rows = _read_rows(conn, [r[0] for r in inside], call.include_embedding)
+        inside = _admitted(self.stored, call.scope_all, call.scope_any)
+        whole = [r for r in inside if len(r) > SCOPE and not (call.include_embedding and r[8])]
+        rows: list[Row] = [(r[0], r[6], r[7], r[5], None, r[9]) for r in whole]
+        if len(whole) < len(inside):  # only the scope read, or a float64 embedding asked for
+            held = {r[0] for r in whole}
+            missing = [r[0] for r in inside if r[0] not in held]
+            rows += _read_rows(conn, missing, call.include_embedding)
         return Overlay(self.changed, rows)
 
 
-def read_view(conn: apsw.Connection, since: int, head: int) -> ChangeView:
+def read_view(
+    conn: apsw.Connection, since: int, head: int, base: ChangeView | None = None
+) -> ChangeView:
     """The chunks logged after entry ``since``, in ``conn``'s read transaction (whose
-    log head is ``head``)."""
+    log head is ``head``), from the log alone: each chunk's last entry says whether it is
+    stored and with what scope (``schema.py``). ``base``, a view of the same ``since`` at
+    an earlier head, is extended by the entries after it. An entry written before the log
+    said so has the table joined instead."""
+    entries = conn.execute(
+        "SELECT chunk_id, tenant, grp, end_user, agent_self, stored FROM memory_changes "
+        "WHERE seq > ? ORDER BY seq",
+        (since if base is None else base.upto,),
+    ).fetchall()
+    last = {r[0]: r for r in entries}  # a chunk's later entry replaces its earlier ones
+    if any(r[5] is None for r in last.values()):
+        return _joined_view(conn, since, head)
+    stored = [r for r in last.values() if r[5]]
+    if base is None:
+        return ChangeView(since, head, set(last), stored)
+    kept = [r for r in base.stored if r[0] not in last]
+    return ChangeView(since, head, base.changed | last.keys(), kept + stored)
+
+
+def _joined_view(conn: apsw.Connection, since: int, head: int) -> ChangeView:
     rows = conn.execute(
         "SELECT c.chunk_id, m.tenant, m.grp, m.end_user, m.agent_self, m.rowid IS NOT NULL "
         "FROM (SELECT DISTINCT chunk_id FROM memory_changes WHERE seq > ?) AS c "
         "LEFT JOIN memory_chunks AS m ON m.chunk_id = c.chunk_id",
         (since,),
     ).fetchall()
-    return ChangeView(since, head, {r[0] for r in rows}, [r for r in rows if r[5]], False)
+    return ChangeView(since, head, {r[0] for r in rows}, [r for r in rows if r[5]])
 
 
 def _read_rows(conn: apsw.Connection, ids: list[str], include_embedding: bool) -> list[Row]:
@@ -107,14 +128,17 @@ def _read_rows(conn: apsw.Connection, ids: list[str], include_embedding: bool) -
     return rows
 
 
-def _admits(row: Changed, scope_all: Scope, scope_any: Sequence[Scope]) -> bool:
-    """The filter (``core.scope.matches``) on a changed row's axis columns."""
-    if any(row[1 + AXES.index(axis)] != value for axis, value in scope_all.items()):
-        return False
-    return not scope_any or any(
-        all(row[1 + AXES.index(axis)] == value for axis, value in element.items())
-        for element in scope_any
-    )
+def _admitted(stored: Sequence[Changed], scope_all: Scope, scope_any: Sequence[Scope]) -> list[Any]:
+    """The rows of ``stored`` the filter (``core.scope.matches``) admits, by their axis
+    columns (each pair compared by position: a view can hold thousands of rows)."""
+    rows = list(stored)
+    for axis, value in scope_all.items():
+        at = 1 + AXES.index(axis)
+        rows = [r for r in rows if r[at] == value]
+    if not scope_any or not rows:
+        return rows
+    branches = [[(1 + AXES.index(axis), value) for axis, value in e.items()] for e in scope_any]
+    return [r for r in rows if any(all(r[at] == v for at, v in b) for b in branches)]
 
 
 def overlay_hits(overlay: Overlay, call: rules.SearchCall, mirror_hits: Hits) -> Hits:

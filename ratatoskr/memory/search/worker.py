@@ -108,6 +108,9 @@ class MirrorWorker:
         self._wake = threading.Event()
         self._conn: apsw.Connection | None = None
         self._budget_head: int | None = None  # log head when the mirror last did not fit
+        # the rows the last regroup beside the mirror replaced: the next one builds its
+        # copy in their arrays (kept while a copy fits the budget: ``build._room``)
+        self._spare: VectorMirror | None = None
         self._failing = False
         self._followed_at = 0.0
         self._asked_at = float("-inf")  # the last search on this store (``asked``)
@@ -266,6 +269,7 @@ class MirrorWorker:
             old = mirror.adopt(VectorMirror(mirror.dim, mirror.max_bytes))
         mirror.over_budget = over_budget
         self._budget_head = None
+        self._spare = None
         del old
         self._notify()
 
@@ -285,7 +289,7 @@ class MirrorWorker:
                 changed = {r[0] for r in found}
                 changed.update(gone)
                 with mirror.lock:
-                    self.ahead = ChangeView(mirror.seq, upto, changed, found, True)
+                    self.ahead = ChangeView(mirror.seq, upto, changed, found)
             self._apply(found, gone, upto)
             self._notify()
             if upto == head:
@@ -347,19 +351,24 @@ class MirrorWorker:
     def _regroup(self) -> None:
         mirror = self.mirror
         if mirror.used_bytes() + build.copy_bytes(mirror) > mirror.max_bytes:
+            self._spare = None  # no room for a copy: none is kept either
             inplace.regroup(mirror, self._pause, self._locked_step)
             mirror.regroups += 1
             mirror.searched = False
             self._notify()
             return
-        copy = build.regrouped(mirror, self._pause)
+        spare, self._spare = self._spare, None
+        copy = build.regrouped(mirror, self._pause, spare)
+        del spare
         self._at("regroup-built")
         self._catch_up(copy, self._pause)
         with mirror.lock:
             old = self._swap(copy)
+            old.rows, old.values = {}, []  # of the rows replaced, only the arrays are kept:
+            self._spare = old  # the next regroup builds its copy in them
             mirror.regroups += 1
             mirror.searched = False
-        del copy, old
+        del copy
         self._notify()
 
     @contextmanager

@@ -1,0 +1,129 @@
+"""The change log says what each change left (the chunk stored with its scope, or deleted),
+so a search ahead of its mirror reads the log alone; entries written before it said so
+(a file migrated from an older schema) are read with the table joined, and answer alike."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import apsw
+import numpy as np
+
+from ratatoskr.memory.reference import ReferenceMemoryStore
+from ratatoskr.memory.search.worker import holding
+from ratatoskr.memory.store import open_memory_store
+from tests.memory.helpers import CTX, DIM, chunk, settled
+
+SCOPES = [
+    {"tenant": "t1", "end_user": "u1"},
+    {"tenant": "t1", "group": "g", "end_user": "u2", "agent_self": "a"},
+    {},
+]
+
+
+def log_since(path: Path, seq: int) -> list[tuple[object, ...]]:
+    conn = apsw.Connection(str(path))
+    try:
+        return conn.execute(
+            "SELECT chunk_id, tenant, grp, end_user, agent_self, stored FROM memory_changes "
+            "WHERE seq > ? ORDER BY seq",
+            (seq,),
+        ).fetchall()
+    finally:
+        conn.close()
+
+
+def test_each_entry_says_what_the_change_left(tmp_path: Path) -> None:
+    path = tmp_path / "m.db"
+    store = open_memory_store(str(path), embedding_dim=DIM, mirror_bytes=0)
+    rng = np.random.default_rng(1)
+    store.upsert_many(
+        [chunk(f"c{i}", rng.standard_normal(DIM).tolist(), scope=s) for i, s in enumerate(SCOPES)],
+        idempotency_key="k1",
+        ctx=CTX,
+    )
+    store.delete_many(["c0"])
+    moved = {"tenant": "t2", "end_user": "u9"}
+    store.upsert_many(
+        [chunk("c1", rng.standard_normal(DIM).tolist(), scope=moved)], idempotency_key="k2", ctx=CTX
+    )
+    store.close()
+    assert sorted(log_since(path, 0)[:3]) == [
+        ("c0", "t1", None, "u1", None, 1),
+        ("c1", "t1", "g", "u2", "a", 1),
+        ("c2", None, None, None, None, 1),
+    ]
+    assert log_since(path, 3) == [
+        ("c0", None, None, None, None, 0),
+        ("c1", "t2", None, "u9", None, 1),
+    ]
+
+
+def test_entries_that_do_not_say_it_are_read_with_the_table(tmp_path: Path) -> None:
+    """Entries as a file migrated from the older log holds them (no scope, no ``stored``):
+    a search ahead of its mirror over them answers as the reference does."""
+    path = tmp_path / "m.db"
+    writer = open_memory_store(str(path), embedding_dim=DIM, mirror_bytes=0)
+    ref = ReferenceMemoryStore(DIM)
+    rng = np.random.default_rng(2)
+
+    def write(ids: range, key: str) -> None:
+        batch = [
+            chunk(f"c{i}", rng.standard_normal(DIM).tolist(), scope=SCOPES[i % 2]) for i in ids
+        ]
+        writer.upsert_many(batch, idempotency_key=key, ctx=CTX)
+        ref.upsert_many(batch, idempotency_key=key, ctx=CTX)
+
+    write(range(40), "k0")
+    ours = open_memory_store(str(path), embedding_dim=DIM)
+    settled(ours)
+    assert ours.mirror is not None and ours.engine.worker is not None
+    with holding("follow", ours.engine.worker) as follow:
+        ours.search(rng.standard_normal(DIM).tolist(), top_k=3)  # the worker looks again
+        assert follow.reached.wait(30)
+        seq = ours.mirror.seq
+        write(range(30, 60), "k1")  # rewrites (some moved) and new chunks
+        writer.delete_many(["c3", "c35"])
+        ref.delete_many(["c3", "c35"])
+        conn = apsw.Connection(str(path))
+        conn.execute(
+            "UPDATE memory_changes SET tenant = NULL, grp = NULL, end_user = NULL, "
+            "agent_self = NULL, stored = NULL WHERE seq > ?",
+            (seq,),
+        )
+        conn.close()
+        for flt in ({}, {"scope_all": {"end_user": "u1"}}, {"scope_all": {"tenant": "t1"}}):
+            query = rng.standard_normal(DIM).tolist()
+            assert ours.search(query, top_k=10, **flt) == ref.search(query, top_k=10, **flt)
+        assert ours.engine.routes["overlay"] + ours.engine.routes["overlay-shared"] >= 3
+    settled(ours)
+    query = rng.standard_normal(DIM).tolist()
+    assert ours.search(query, top_k=10) == ref.search(query, top_k=10)
+    ours.close()
+    writer.close()
+
+
+def test_a_file_with_the_older_log_is_migrated_in_place(tmp_path: Path) -> None:
+    path = tmp_path / "m.db"
+    store = open_memory_store(str(path), embedding_dim=DIM, mirror_bytes=0)
+    store.upsert_many([chunk("c1", [1.0] * DIM, scope=SCOPES[0])], idempotency_key="k", ctx=CTX)
+    store.close()
+    conn = apsw.Connection(str(path))  # back to the older log, as such a file has it
+    for column in ("tenant", "grp", "end_user", "agent_self", "stored"):
+        conn.execute(f"ALTER TABLE memory_changes DROP COLUMN {column}")
+    conn.execute("DROP TRIGGER memory_chunks_delete")
+    conn.execute(
+        "CREATE TRIGGER memory_chunks_delete AFTER DELETE ON memory_chunks "
+        "BEGIN INSERT INTO memory_changes (chunk_id) VALUES (old.chunk_id); END"
+    )
+    conn.execute("PRAGMA user_version = 2")
+    conn.close()
+    store = open_memory_store(str(path), embedding_dim=DIM)
+    assert store.db.schema_version() == 3
+    store.delete_many(["c1"])
+    assert log_since(path, 0) == [
+        ("c1", None, None, None, None, None),
+        ("c1", None, None, None, None, 0),
+    ]
+    assert store.search([1.0] * DIM, top_k=1) == []
+    store.close()
