@@ -5,11 +5,11 @@ no search ever waits for that work.
   (``build.load``), applies the log written meanwhile and only then marks it ``ready``;
   until then every search runs exact SQL. A log it cannot follow (pruned past the mirror,
   or gone backwards: a restored file) drops the mirror and loads it again the same way.
-- **follow**: every ``POLL_SECONDS``, or at once when a search finds the log ahead of the
-  mirror (``poke``), it applies the new entries, holding the lock ``APPLY_ROWS`` rows at a
-  time; meanwhile searches answer with the changes beside the mirror (``overlay.py``),
-  taking them from the worker's own read of them (``ahead``) when it read them at the
-  log's head.
+- **follow**: every ``POLL_SECONDS``, or at once when a search finds the log far ahead of
+  the mirror (``poke``), it reads the new entries and brings them in (``changes.py``),
+  holding the lock only to publish ``APPLY_ROWS`` rows at a time; meanwhile searches
+  answer with the changes beside the mirror (``overlay.py``), taking them from the
+  worker's own read (``ahead``) when it read them at the log's head.
   A process no search has asked of for ``FOLLOW_IDLE_SECONDS`` does not follow: a writer
   that never searches pays nothing for the mirror, and the first search after its writes
   answers beside the mirror (or in SQL, a long burst later) while the worker catches up.
