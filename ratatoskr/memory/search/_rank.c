@@ -30,7 +30,7 @@
 
 #define LANES 64 /* independent partial sums: four AVX-512 (eight AVX2) registers, so the
                   * multiply-adds of one row overlap instead of waiting on each other */
-#define RELEASE_GIL_FLOATS 65536 /* below this much work, releasing the GIL costs more */
+#define RELEASE_GIL_FLOATS 1048576 /* below this much work, releasing the GIL costs more */
 
 int
 rank_get_buffer(PyObject *obj, Py_buffer *view, char kind, const char *name)

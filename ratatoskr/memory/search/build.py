@@ -120,7 +120,7 @@ def _index(ids: Objects, count: int, pause: Pause) -> dict[str, int]:
 
 
 def _held_bytes(records: Iterable[str | None]) -> int:
-    return sum(len(r) for r in records if r is not None)
+    return sum(map(len, filter(None, records)))  # an empty record adds nothing either way
 
 
 def _finish(mirror: VectorMirror, count: int, pause: Pause) -> None:
@@ -291,7 +291,7 @@ def regrouped(live: VectorMirror, pause: Pause, spare: VectorMirror | None = Non
     copy.rows = _index(copy.ids, count, pause)
     copy.record_bytes = 0
     for lo, hi in _blocks(count, LIST_BLOCK):
-        copy.record_bytes += _held_bytes(copy.records[lo:hi])
+        copy.record_bytes += _held_bytes(copy.records[lo:hi].tolist())
     copy.n = copy.sorted_n = count
     copy._by_code, copy._sorted_codes = grouped_orders(copy.codes, count, pause)
     copy.seq = seq  # rows the worker changed since are in the log after it

@@ -111,6 +111,7 @@ class MirrorWorker:
         # the rows the last regroup beside the mirror replaced: the next one builds its
         # copy in their arrays (kept while a copy fits the budget: ``build._room``)
         self._spare: VectorMirror | None = None
+        self._scratch = changes.Scratch()  # the vectors of the batch being brought in
         self._failing = False
         self._followed_at = 0.0
         self._asked_at = float("-inf")  # the last search on this store (``asked``)
@@ -193,7 +194,7 @@ class MirrorWorker:
             self._load()
             return
         if time.monotonic() - self._asked_at > FOLLOW_IDLE_SECONDS:
-            return  # nobody searches here now: the first search to come pokes
+            return  # nobody searches here now: the next search (``asked``) resumes it
         try:
             self._follow()
         except Behind:
@@ -300,7 +301,7 @@ class MirrorWorker:
         """Bring the rows read into the live mirror, a lock hold per ``APPLY_ROWS``; the
         last one moves its ``seq`` to ``upto``."""
         mirror = self.mirror
-        prepared = changes.prepare(mirror, found)  # outside the lock: codes, vectors, norms
+        prepared = changes.prepare(mirror, found, self._scratch)  # outside the lock
         steps = max(1, -(-max(len(found), len(gone)) // APPLY_ROWS))
         for step in range(steps):
             lo, hi = step * APPLY_ROWS, (step + 1) * APPLY_ROWS
@@ -331,7 +332,7 @@ class MirrorWorker:
             pause()
             with self.db.read() as conn:
                 head, upto, found, gone = build.read_changes(conn, copy.seq, FOLLOW_ENTRIES)
-            changes.place(copy, changes.prepare(copy, found), gone)
+            changes.place(copy, changes.prepare(copy, found, self._scratch), gone)
             copy.seq = upto
             if head - upto <= SWAP_BACKLOG:
                 return
