@@ -22,6 +22,7 @@ from ratatoskr.memory import rules
 from ratatoskr.memory.search import mirror as memory_mirror
 from ratatoskr.memory.search.cosine import row_norms
 from ratatoskr.memory.search.ranking import SORT_MAX, _candidates_by_sort, candidates
+from ratatoskr.memory.search.worker import holding
 from ratatoskr.memory.store import RatatoskrMemoryStore, open_memory_store
 from tests.memory.helpers import CTX, DIM, chunk, random_chunks, settled, vec
 
@@ -127,6 +128,44 @@ def test_each_acknowledged_write_is_seen_by_the_next_search(
         writer.upsert_many([chunk(f"w{i}", query)], idempotency_key=f"w{i}", ctx=CTX)
         assert store.search(query, top_k=1)[0]["chunk_id"] == f"w{i}"
         assert store.search(query, top_k=1)[0]["chunk_id"] == f"w{i}"  # the mark's path
+
+
+def test_the_changes_beside_the_mirror_are_kept_with_the_mark(
+    pair: tuple[RatatoskrMemoryStore, RatatoskrMemoryStore], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """While the worker has not applied a write, the searches after the first one at that
+    head answer without a read transaction too when the changes kept with the mark say
+    all they need (none of the changed chunks is inside their filter), exactly as the SQL
+    path does; the next commit ends that."""
+    store, sql_only = pair
+    settled(store)
+    worker = store.engine.worker
+    assert worker is not None
+
+    def without_sql(**flt: Any) -> list[dict[str, Any]] | None:
+        with monkeypatch.context() as patch:
+            patch.setattr(store.db, "read", no_transaction())
+            try:
+                return search(store, **flt)
+            except AssertionError:
+                return None
+
+    u2 = {"scope_all": {"end_user": "u2"}}
+    with holding("follow", worker) as follow:
+        search(store)  # the worker looks at the log again, and is held there
+        assert follow.reached.wait(30)
+        moved = chunk("c01", vec(1, 1, 0.5), scope={"end_user": "u9"})
+        sql_only.upsert_many([chunk("new", vec(1, 1, 0.4)), moved], idempotency_key="b", ctx=CTX)
+        sql_only.delete_many(["c02"])  # of u2
+        assert search(store, **u2) == search(sql_only, **u2)  # reads the changes
+        assert without_sql(**u2) == search(sql_only, **u2)  # and keeps them with the mark
+        assert without_sql() is None  # "new" and "c01" are inside: their rows are read
+        assert search(store) == search(sql_only)
+        sql_only.upsert_many([chunk("later", vec(1, 1, 0.3))], idempotency_key="c", ctx=CTX)
+        assert without_sql(**u2) is None  # a commit since: not proven
+        assert search(store, **u2) == search(sql_only, **u2)
+    settled(store)
+    assert search(store) == search(sql_only)
 
 
 def test_records_not_held_and_float64_embeddings_come_back_verbatim(

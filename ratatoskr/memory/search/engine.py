@@ -3,7 +3,9 @@
 A search walks these steps, each of which may hand it to the next route:
 
 1. **current**: when the file provably has not changed since the mirror last matched it
-   (``CurrentMark``), rank on the mirror without opening a read transaction;
+   (``CurrentMark``), rank on the mirror without opening a read transaction; the mark
+   may hold the changes past the mirror that matched it too (a ``ChangeView`` of whole
+   rows), ranked beside it as in step 2;
 2. **mirror**: lock the mirror, then open a read transaction (so the snapshot holds every
    change the mirror does: the worker applies a change only after reading it), read the
    log's head, and rank on the mirror; when the log is ahead of the mirror, the chunks
@@ -157,11 +159,13 @@ class SearchEngine:
                 if self.worker is not None:
                     self.worker.offer(view)
             overlay = view.overlay(conn, call)
+            self._mark.note(conn, mirror.generation, view)  # until the next commit or change
         return self._rank(mirror, call, quick, overlay), overlay, route
 
     def _from_current(self, call: rules.SearchCall, quick: bool) -> Hits | None:
-        """Step 1: the mirror alone, when the file is provably unchanged since it matched
-        it; ``None`` when that cannot be shown (or, ``quick``, the work is not small)."""
+        """Step 1: the mirror alone (with the changes beside it the mark holds), when the
+        file is provably unchanged since they matched it; ``None`` when that cannot be
+        shown (or, ``quick``, the work is not small)."""
         mirror = self.mirror
         if mirror is None or not mirror.ready or self.db.in_memory:
             return None
@@ -172,27 +176,32 @@ class SearchEngine:
             return None  # the full path reports it
         if current is None:
             return None
-        version, generation = current
+        version, generation, view = current
+        overlay = view.overlay(None, call) if view is not None else None
+        if view is not None and overlay is None:
+            return None  # a changed chunk's row is needed from the file
         if not mirror.lock.acquire(blocking=not quick):
             return None
         try:
             if mirror.generation != generation or not mirror.ready:
                 return None
-            gathered = self._rank(mirror, call, quick)
+            gathered = self._rank(mirror, call, quick, overlay)
         finally:
             mirror.lock.release()
         if gathered is None:
             return None
         unheld = gathered.unheld()
         if not unheld:
-            return mirror_hits(gathered, call.include_embedding, {})
+            hits = mirror_hits(gathered, call.include_embedding, {})
+            return hits if overlay is None else overlay_hits(overlay, call, hits)
         try:
             fetched = fetch_rows(conn, unheld, call.include_embedding)  # its own snapshot
         except apsw.Error:
             return None
         if conn.data_version() != version or len(fetched) != len(unheld):
             return None  # the file changed since the check: not the mirror's snapshot
-        return mirror_hits(gathered, call.include_embedding, fetched)
+        hits = mirror_hits(gathered, call.include_embedding, fetched)
+        return hits if overlay is None else overlay_hits(overlay, call, hits)
 
     def _rank(
         self,

@@ -125,18 +125,19 @@ class CurrentMark:
     def __init__(self) -> None:
         self._local = threading.local()
 
-    def note(self, conn: apsw.Connection, generation: int) -> None:
-        """Call inside the read transaction the mirror was just synced to, under its lock."""
+    def note(self, conn: apsw.Connection, generation: int, view: Any = None) -> None:
+        """Call inside the read transaction the mirror was just synced to, under its lock;
+        ``view``: the changes past the mirror at that snapshot (``overlay.ChangeView``)."""
         # with a cursor of its own for ``check``: a fresh one per statement costs ~0.7 µs
-        self._local.mark = (conn, conn.data_version(), generation, conn.cursor())
+        self._local.mark = (conn, conn.data_version(), generation, conn.cursor(), view)
 
-    def check(self, conn: apsw.Connection) -> tuple[int, int] | None:
-        """(data version, mirror generation) of the mark when the file has not changed
-        since it was noted, else ``None``. The caller compares the generation under the
-        mirror's lock. Raises ``apsw.Error`` when the file cannot be read."""
+    def check(self, conn: apsw.Connection) -> tuple[int, int, Any] | None:
+        """(data version, mirror generation, view) of the mark when the file has not
+        changed since it was noted, else ``None``. The caller compares the generation under
+        the mirror's lock. Raises ``apsw.Error`` when the file cannot be read."""
         mark = getattr(self._local, "mark", None)
         if mark is None or mark[0] is not conn or not conn.get_autocommit():
             return None
         mark[3].execute("PRAGMA data_version").fetchall()  # a read: the WAL header is looked at
         version = conn.data_version()
-        return (version, mark[2]) if version == mark[1] else None
+        return (version, mark[2], mark[4]) if version == mark[1] else None

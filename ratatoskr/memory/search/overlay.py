@@ -69,12 +69,16 @@ class ChangeView(NamedTuple):
     changed: set[str]
     stored: Sequence[Changed]
 
-    def overlay(self, conn: apsw.Connection, call: rules.SearchCall) -> Overlay:
-        """The overlay of a search whose snapshot (``conn``'s) is at ``upto``."""
+    def overlay(self, conn: apsw.Connection | None, call: rules.SearchCall) -> Overlay | None:
+        """The overlay of a search whose snapshot (``conn``'s) is at ``upto``; without
+        ``conn``, ``None`` when a row it needs is not in the view (only its scope was read,
+        or a float64 embedding is asked for)."""
         inside = _admitted(self.stored, call.scope_all, call.scope_any)
         whole = [r for r in inside if len(r) > SCOPE and not (call.include_embedding and r[8])]
         rows: list[Row] = [(r[0], r[6], r[7], r[5], None, r[9]) for r in whole]
-        if len(whole) < len(inside):  # only the scope read, or a float64 embedding asked for
+        if len(whole) < len(inside):
+            if conn is None:
+                return None
             held = {r[0] for r in whole}
             missing = [r[0] for r in inside if r[0] not in held]
             rows += _read_rows(conn, missing, call.include_embedding)
