@@ -52,7 +52,8 @@ class Overlay(NamedTuple):
 
     def kept(self, mirror: VectorMirror, admitted: I64) -> I64:
         """``admitted`` rows whose chunk did not change (call under the lock): cheaper than
-        ``excluded`` when the filter admits fewer rows than there are changed chunks."""
+        ``excluded`` unless the filter admits many times more rows than there are changed
+        chunks (a set of those ids is small and hot; the mirror's id map is neither)."""
         changed = self.changed
         keep = [cid not in changed for cid in mirror.ids[admitted].tolist()]
         return admitted[np.array(keep, dtype=bool)] if keep else admitted
