@@ -75,16 +75,21 @@ def read_changes(
             (since, upto),
         ).fetchall()
     ]
-    found: list[Changed] = []
-    for lo in range(0, len(ids), FETCH_IDS):
-        part = ids[lo : lo + FETCH_IDS]
-        found += conn.execute(
-            f"SELECT {CHANGED_COLUMNS} FROM memory_chunks "
-            f"WHERE chunk_id IN ({placeholders(len(part))})",
-            part,
-        ).fetchall()
+    found: list[Changed] = chunk_rows(conn, CHANGED_COLUMNS, ids)
     present = {r[0] for r in found}
     return head, upto, found, [cid for cid in ids if cid not in present]
+
+
+def chunk_rows(conn: apsw.Connection, columns: str, ids: list[str]) -> list[Any]:
+    """``columns`` of the stored chunks among ``ids``, ``FETCH_IDS`` ids per statement."""
+    rows: list[Any] = []
+    for lo in range(0, len(ids), FETCH_IDS):
+        part = ids[lo : lo + FETCH_IDS]
+        rows += conn.execute(
+            f"SELECT {columns} FROM memory_chunks WHERE chunk_id IN ({placeholders(len(part))})",
+            part,
+        ).fetchall()
+    return rows
 
 
 def _by_rowid(db: Database, columns: str, pause: Pause) -> Iterator[list[Any]]:

@@ -26,12 +26,11 @@ import numpy as np
 
 from ratatoskr.core.scope import AXES, Scope
 from ratatoskr.memory import rules
+from ratatoskr.memory.search.build import chunk_rows
 from ratatoskr.memory.search.cosine import I64, cosine_scores, rank
 from ratatoskr.memory.search.hits import Row, hit_from_row
 from ratatoskr.memory.search.mirror import Changed, VectorMirror
-from ratatoskr.sqlite.scope_sql import placeholders
 
-READ_IDS = 500  # ids per statement when reading the rows a filter admits
 SCOPE = 6  # a view's row of what the log says: id, four axis values, stored
 
 Hits = list[dict[str, Any]]
@@ -122,15 +121,8 @@ def _joined_view(conn: apsw.Connection, since: int, head: int) -> ChangeView:
 def _read_rows(conn: apsw.Connection, ids: list[str], include_embedding: bool) -> list[Row]:
     """What a hit needs of ``ids``, with the float32 vector always (it is ranked)."""
     wide = "vector_f64" if include_embedding else "NULL"
-    rows: list[Row] = []
-    for lo in range(0, len(ids), READ_IDS):
-        part = ids[lo : lo + READ_IDS]
-        rows += conn.execute(
-            f"SELECT chunk_id, revision, vector_key, embedding, {wide}, record_json "
-            f"FROM memory_chunks WHERE chunk_id IN ({placeholders(len(part))})",
-            part,
-        ).fetchall()
-    return rows
+    columns = f"chunk_id, revision, vector_key, embedding, {wide}, record_json"
+    return chunk_rows(conn, columns, ids)
 
 
 def _admitted(stored: Sequence[Changed], scope_all: Scope, scope_any: Sequence[Scope]) -> list[Any]:
