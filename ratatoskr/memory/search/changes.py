@@ -31,7 +31,7 @@ import numpy.typing as npt
 
 from ratatoskr.core.scope import AXES
 from ratatoskr.memory.search.cosine import F32, F64, I64, row_norms
-from ratatoskr.memory.search.mirror import RECORD_INLINE, Changed, VectorMirror, headroom
+from ratatoskr.memory.search.mirror import ARRAYS, RECORD_INLINE, Changed, VectorMirror, headroom
 
 Payload = tuple[int, str, int, str]  # revision, vector key, float64 stored, record JSON
 
@@ -90,22 +90,16 @@ class Scratch:
         return flat.reshape(len(blobs), dim)
 
 
-def prepare(
-    mirror: VectorMirror, found: Sequence[Changed], scratch: Scratch | None = None
-) -> Prepared:
-    """What ``place`` needs of rows read from the file (``mirror.CHANGED_COLUMNS``); with
-    ``scratch``, the vectors are read into it (and valid until its next use)."""
+def prepare(mirror: VectorMirror, found: Sequence[Changed], scratch: Scratch) -> Prepared:
+    """What ``place`` needs of rows read from the file (``mirror.CHANGED_COLUMNS``), the
+    vectors read into ``scratch`` (valid until its next use)."""
     count = len(found)
     code = mirror._code
     codes = np.array(
         [(code(0, r[1]), code(1, r[2]), code(2, r[3]), code(3, r[4])) for r in found],
         dtype=np.int32,
     ).reshape(count, len(AXES))
-    blobs = [r[5] for r in found]
-    if scratch is not None:
-        vectors = scratch.matrix(blobs, mirror.dim)
-    else:
-        vectors = np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(count, mirror.dim)
+    vectors = scratch.matrix([r[5] for r in found], mirror.dim)
     norms = row_norms(vectors) if count else np.zeros(0, dtype=np.float64)
     with np.errstate(divide="ignore"):  # a zero vector: its scores are not finite
         inv_norms = (1.0 / norms).astype(np.float32)
@@ -214,39 +208,23 @@ def reserve(mirror: VectorMirror, extra: int) -> None:
     capacity = max(mirror.n + extra + headroom(mirror.n), 2 * len(mirror.alive))
     grown = _grown(mirror, capacity)
     with mirror.lock:
-        (
-            mirror.matrix,
-            mirror.inv_norms,
-            mirror.norms,
-            mirror.revisions,
-            mirror.ids,
-            mirror.keys,
-            mirror.records,
-            mirror.codes,
-            mirror.alive,
-            mirror.wide,
-        ) = grown
+        for name, array in grown.items():
+            setattr(mirror, name, array)
 
 
-def _grown(mirror: VectorMirror, capacity: int) -> tuple[Any, ...]:
-    """Copies of the per-row arrays with room for ``capacity`` rows (the pages past the
-    rows are not touched until written: they cost no memory before)."""
+def _grown(mirror: VectorMirror, capacity: int) -> dict[str, Any]:
+    """Copies of the per-row arrays (``mirror.ARRAYS``) with room for ``capacity`` rows (the
+    pages past the rows are not touched until written: they cost no memory before)."""
     n = mirror.n
-    arrays: list[Any] = []
-    old: Any
-    for old in (mirror.matrix, mirror.inv_norms, mirror.norms, mirror.revisions):
-        new = np.zeros((capacity, *old.shape[1:]), dtype=old.dtype)
-        new[:n] = old[:n]
-        arrays.append(new)
-    for old in (mirror.ids, mirror.keys, mirror.records):
-        new = np.empty(capacity, dtype=object)
-        new[:n] = old[:n]
-        arrays.append(new)
-    codes = np.zeros((len(AXES), capacity), dtype=np.int32)
-    codes[:, :n] = mirror.codes[:, :n]
-    arrays.append(codes)
-    for old in (mirror.alive, mirror.wide):
-        new = np.zeros(capacity, dtype=bool)
-        new[:n] = old[:n]
-        arrays.append(new)
-    return tuple(arrays)
+    grown: dict[str, Any] = {}
+    for name in ARRAYS:
+        old = getattr(mirror, name)
+        if name == "codes":  # one row per axis, a column per row
+            new = np.zeros((old.shape[0], capacity), dtype=old.dtype)
+            new[:, :n] = old[:, :n]
+        else:
+            make = np.empty if old.dtype == object else np.zeros  # objects start as None
+            new = make((capacity, *old.shape[1:]), dtype=old.dtype)
+            new[:n] = old[:n]
+        grown[name] = new
+    return grown

@@ -52,6 +52,8 @@ OVERLAY_MAX = 8192
 # the entries at its next look, within ``worker.POLL_SECONDS``, and the searches until then
 # share one read of them.
 POKE_AHEAD = 2048
+# up to this many admitted rows per changed chunk, a search checks the admitted rows' ids
+# against the changed ones (``Overlay.kept``) rather than each changed id in the mirror
 KEPT_PER_CHANGED = 4
 LOADING_REASON = "search mirror is loading: searches are served by exact SQL, slower"
 
@@ -220,8 +222,6 @@ class SearchEngine:
             return None
         exclude = None
         if overlay is not None:
-            # the admitted rows' ids against the small set of changed ones, up to a few per
-            # changed chunk: cheaper than looking each changed id up in the mirror's map
             if rows is not None and len(rows) <= KEPT_PER_CHANGED * len(overlay.changed):
                 rows = overlay.kept(mirror, rows)
             else:

@@ -29,11 +29,11 @@ import numpy as np
 from ratatoskr.core.scope import AXES
 from ratatoskr.memory.search.build import grouped_orders
 from ratatoskr.memory.search.cosine import I64
-from ratatoskr.memory.search.mirror import VectorMirror
+from ratatoskr.memory.search.mirror import ARRAYS, VectorMirror
 
 STEP_BYTES = 1 << 20  # vector bytes moved per step (twice: in and out)
 # what a row is made of, besides its axis codes
-_PER_ROW = ("matrix", "inv_norms", "norms", "alive", "wide", "ids", "revisions", "keys", "records")
+_PER_ROW = tuple(name for name in ARRAYS if name != "codes")
 
 Pause = Callable[[], None]
 Step = Callable[[], AbstractContextManager[None]]
