@@ -1,11 +1,10 @@
 """Benchmarks for ratatoskr (``python -m bench.memory_search``).
 
-The store answers a query on one thread, so numpy's BLAS is held to one thread as well
-(set here, before anything imports numpy): on a small shared machine a multi-threaded
-mat-vec mostly measures how long its worker threads take to wake up.
+numpy's BLAS runs on one thread here, as in every process the server starts
+(``ratatoskr.core.blas``, set before anything imports numpy): each search is measured as a
+request thread runs it.
 """
 
-import os
+from ratatoskr.core.blas import single_threaded
 
-for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-    os.environ.setdefault(_var, "1")
+single_threaded()

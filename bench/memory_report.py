@@ -324,8 +324,8 @@ def method_lines(cfg: argparse.Namespace) -> list[str]:
         "cases numpy runs on **the in-scope rows gathered into a matrix slice beforehand** "
         "(the slice preparation is not timed), so it measures only the ranking work the "
         "store's filter has to do on top of finding the rows. numpy's BLAS is held to one "
-        "thread (`OPENBLAS_NUM_THREADS=1`, set in `bench/__init__.py`), as the store answers "
-        "a query on one thread.",
+        "thread (`OPENBLAS_NUM_THREADS=1`), as in every process the server starts "
+        "(`ratatoskr/core/blas.py`): the store answers a query on one thread.",
         "- **ratios**: each query is timed against the store, numpy and the SQL baseline back "
         "to back, and a ratio is the store's median over numpy's median for the same case in "
         "the same run, so both sides ran under the same load. A two-branch `scope_any` is "

@@ -7,6 +7,9 @@ import sys
 from collections.abc import Sequence
 
 from ratatoskr import __version__
+from ratatoskr.core.blas import single_threaded
+
+single_threaded()  # before any command imports numpy
 
 
 def build_parser() -> argparse.ArgumentParser:

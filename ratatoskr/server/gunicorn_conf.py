@@ -10,6 +10,8 @@
 - ``graceful_timeout``: how long a SIGTERM waits for in-flight calls; the container's
   ``stop_grace_period`` must be longer.
 - the control socket is off: nothing here manages workers at run time.
+- numpy's BLAS on one thread (``ratatoskr.core.blas``), set before the workers import
+  numpy.
 - one logging config (``ratatoskr.server.logs``) for gunicorn, uvicorn and the app.
 - metrics: ``PROMETHEUS_MULTIPROC_DIR`` is set here, before anything imports
   prometheus_client; the master wipes it at start and marks each dead worker.
@@ -23,7 +25,10 @@ import shutil
 import tempfile
 from typing import Any
 
+from ratatoskr.core.blas import single_threaded
 from ratatoskr.server.logs import logging_config
+
+single_threaded()  # the workers inherit it, before they import the app (and numpy)
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 GRACEFUL_TIMEOUT = 30

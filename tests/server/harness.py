@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 import httpx
 import orjson
 
+from ratatoskr.core.blas import THREAD_VARIABLES
 from ratatoskr.memory.search.engine import LOADING_REASON
 from ratatoskr.wire.tokens import mint_token
 
@@ -49,11 +50,14 @@ def poll(check: Callable[[], T | None], timeout: float, what: str, step: float =
 
 
 def clean_env(extra: Mapping[str, str]) -> dict[str, str]:
-    """The test's environment without any RATATOSKR_* or metrics setting, plus ``extra``."""
+    """The test's environment without any RATATOSKR_*, metrics or BLAS thread setting (the
+    server sets its own), plus ``extra``."""
     env = {
         k: v
         for k, v in os.environ.items()
-        if not k.startswith("RATATOSKR_") and k != "PROMETHEUS_MULTIPROC_DIR"
+        if not k.startswith("RATATOSKR_")
+        and k != "PROMETHEUS_MULTIPROC_DIR"
+        and k not in THREAD_VARIABLES
     }
     env["PYTHONUNBUFFERED"] = "1"
     env.update(extra)
