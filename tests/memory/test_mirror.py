@@ -10,6 +10,8 @@ import textwrap
 from pathlib import Path
 
 import numpy as np
+from hypothesis import given
+from hypothesis import strategies as st
 
 from ratatoskr.memory import store as memory_store
 from ratatoskr.memory.search import mirror as memory_mirror
@@ -189,3 +191,14 @@ def test_grouped_rows_answer_like_sql_through_moves_deletes_and_regrouping(
         assert hits(mirrored, query, **flt) == hits(sql_only, query, **flt), flt
     for store in (writer, mirrored, sql_only):
         store.close()
+
+
+@given(
+    st.lists(st.integers(0, 200), unique=True).map(sorted),
+    st.lists(st.integers(-5, 210)),
+)
+def test_rows_less_the_excluded_ones_are_a_set_difference(
+    rows: list[int], exclude: list[int]
+) -> None:
+    got = memory_mirror.without(np.array(rows, dtype=np.int64), np.array(exclude, dtype=np.int64))
+    assert got.tolist() == [r for r in rows if r not in set(exclude)]

@@ -18,6 +18,7 @@ import pytest
 from ratatoskr.memory.reference import ReferenceMemoryStore
 from ratatoskr.memory.search import inplace
 from ratatoskr.memory.search import mirror as memory_mirror
+from ratatoskr.memory.search import worker as worker_module
 from ratatoskr.memory.search.engine import LOADING_REASON
 from ratatoskr.memory.search.worker import holding
 from ratatoskr.memory.store import RatatoskrMemoryStore, open_memory_store
@@ -143,6 +144,37 @@ def test_searches_while_the_worker_applies_a_batch_answer_as_the_reference(
         pair.write(10, rewrite=10, delete=5)  # the log moves past the worker's read
         pair.agree()
         assert ours.engine.routes["overlay"] == read_before + 1  # read once, then shared
+    settled(ours)
+    pair.agree()
+    assert ours.engine.routes["sql"] == 0
+    ours.close()
+
+
+def test_the_changed_rows_one_search_found_serve_the_next_until_the_rows_change(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The mirror's rows of the changed chunks are looked up once per view and shared;
+    once the worker publishes a part of the batch, the next search looks them up again,
+    and every search answers as the reference does."""
+    monkeypatch.setattr(worker_module, "APPLY_ROWS", 8)  # a batch published in parts
+    pair = filled(tmp_path, 9)
+    ours = pair.ours
+    worker = ours.engine.worker
+    assert worker is not None and ours.mirror is not None
+    with holding("follow-staged", worker) as first:
+        pair.write(30, rewrite=20, delete=10)
+        assert first.reached.wait(30)
+        pair.agree()  # the whole-mirror search finds the rows; the rest take them
+        view = worker.ahead
+        assert view is not None and view.found.rows is not None
+        assert view.found.generation == ours.mirror.generation
+        assert len(view.found.rows) == sum(cid in ours.mirror.rows for cid in view.changed)
+        with holding("follow-staged", worker) as second:
+            first.release()
+            assert second.reached.wait(30)  # a part published: the rows changed
+            assert worker.ahead is view and view.found.generation != ours.mirror.generation
+            pair.agree()
+            assert view.found.generation == ours.mirror.generation
     settled(ours)
     pair.agree()
     assert ours.engine.routes["sql"] == 0

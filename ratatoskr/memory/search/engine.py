@@ -53,7 +53,8 @@ OVERLAY_MAX = 8192
 # share one read of them.
 POKE_AHEAD = 2048
 # up to this many admitted rows per changed chunk, a search checks the admitted rows' ids
-# against the changed ones (``Overlay.kept``) rather than each changed id in the mirror
+# against the changed ones (``Overlay.kept``) rather than each changed id in the mirror,
+# unless a search at the same view found the changed rows already (``Overlay.known``)
 KEPT_PER_CHANGED = 4
 LOADING_REASON = "search mirror is loading: searches are served by exact SQL, slower"
 
@@ -222,10 +223,12 @@ class SearchEngine:
             return None
         exclude = None
         if overlay is not None:
-            if rows is not None and len(rows) <= KEPT_PER_CHANGED * len(overlay.changed):
-                rows = overlay.kept(mirror, rows)
-            else:
-                exclude = overlay.excluded(mirror)
+            exclude = overlay.known(mirror)
+            if exclude is None:
+                if rows is not None and len(rows) <= KEPT_PER_CHANGED * len(overlay.changed):
+                    rows = overlay.kept(mirror, rows)
+                else:
+                    exclude = overlay.excluded(mirror)
         return mirror.search(rows, call.vector, call.top_k, call.include_embedding, exclude)
 
     def _quick_enough(self, admitted: int, call: rules.SearchCall) -> bool:

@@ -102,6 +102,23 @@ def bytes_per_row(dim: int) -> int:
     return dim * 4 + 4 + 8 + 4 * len(AXES) + 2 + PYTHON_BYTES_PER_ROW
 
 
+def without(rows: I64, exclude: I64) -> I64:
+    """``rows`` (ascending, distinct) less ``exclude`` (any order): each excluded row looked
+    up among ``rows``, so a search's cost grows with the few changed chunks, not with the
+    many rows a wide filter admits (``np.isin`` sorts both: 2.5 ms for 100,000 rows)."""
+    if not len(rows):
+        return rows
+    at = np.searchsorted(rows, exclude)
+    inside = at < len(rows)
+    at = at[inside]
+    at = at[rows[at] == exclude[inside]]
+    if not len(at):
+        return rows
+    keep = np.ones(len(rows), dtype=bool)
+    keep[at] = False
+    return rows[keep]
+
+
 class VectorMirror:
     """Vectors, inverse norms and axis codes of every live chunk, grouped by scope."""
 
@@ -293,7 +310,7 @@ class VectorMirror:
         holds of those hits, copied (call under the lock), so the hits are built after it
         is released."""
         if exclude is not None and len(exclude) and rows is not None:
-            rows = rows[~np.isin(rows, exclude)]
+            rows = without(rows, exclude)
         ranked, hit_rows = self._top(rows, query, top_k, exclude)
         at = np.array(hit_rows, dtype=np.int64)
         keys: list[str] = []

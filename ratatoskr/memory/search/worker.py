@@ -290,7 +290,7 @@ class MirrorWorker:
                 changed = {r[0] for r in found}
                 changed.update(gone)
                 with mirror.lock:
-                    self.ahead = ChangeView(mirror.seq, upto, changed, found)
+                    self.ahead = ChangeView.of(mirror.seq, upto, changed, found)
             self._apply(found, gone, upto)
             self._notify()
             if upto == head:
