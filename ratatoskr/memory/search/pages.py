@@ -5,8 +5,8 @@ virtual machines measured here that costs ten times what asking the kernel to fa
 whole range costs (``MADV_POPULATE_WRITE``, Linux 5.14): 3.5 s of CPU against 0.55 s for
 the 1.5 GB of a million rows at dimension 384, written by a load or a regroup, and taken
 from the searches on the other threads. So a large matrix is mapped anonymously on its
-own, and the rows about to be written are populated first, a small block between two of
-the builder's pauses. Where the kernel does not know the advice, the pages fault in as they
+own, and the rows about to be written are populated first, a block between two of the
+builder's pauses. Where the kernel does not know the advice, the pages fault in as they
 are written, as before.
 """
 
@@ -21,10 +21,7 @@ from ratatoskr.memory.search.cosine import F32
 
 MADV_POPULATE_WRITE = 23  # <linux/mman.h>; the mmap module names it only from Python 3.12
 MAPPED_BYTES = 1 << 20  # a matrix this large gets its own mapping
-# faulted in per call: the call holds the process's memory-map lock, so another thread
-# mapping memory meanwhile (a large allocation, or one freed) waits for it (measured with
-# 1.5 GB populated: such waits p50 0.19 ms and max 2.3 ms at 512 KiB, max 21 ms at 64 MiB)
-POPULATE_BYTES = 512 << 10
+POPULATE_BYTES = 64 << 20  # faulted in between two pauses (~15 ms here)
 
 
 def zeroed_matrix(rows: int, dim: int) -> F32:
