@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from ratatoskr.memory.reference import ReferenceMemoryStore
-from ratatoskr.memory.search import inplace, pages
+from ratatoskr.memory.search import inplace
 from ratatoskr.memory.search import mirror as memory_mirror
 from ratatoskr.memory.search import worker as worker_module
 from ratatoskr.memory.search.engine import LOADING_REASON
@@ -177,31 +177,6 @@ def test_the_changed_rows_one_search_found_serve_the_next_until_the_rows_change(
             assert view.found.generation == ours.mirror.generation
     settled(ours)
     pair.agree()
-    assert ours.engine.routes["sql"] == 0
-    ours.close()
-
-
-@pytest.mark.usefixtures("small_regroups")
-def test_searches_agree_with_a_matrix_in_its_own_mapping(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Every matrix mapped and faulted in a few pages at a time (``pages.py``): loaded,
-    grown by the tail, and regrouped into a fresh copy, the mirror answers as the
-    reference does."""
-    monkeypatch.setattr(pages, "MAPPED_BYTES", 1)
-    monkeypatch.setattr(pages, "POPULATE_BYTES", 4096)
-    pair = filled(tmp_path, 11)
-    ours = pair.ours
-    assert ours.mirror is not None and pages.populate(ours.mirror.matrix, 1)  # mapped
-    loaded_matrix = ours.mirror.matrix
-    for _ in range(6):
-        pair.write(60, rewrite=30, delete=20)
-        pair.agree()
-    assert ours.engine.wait_until(lambda m: m.regroups >= 1, 30)
-    settled(ours)
-    pair.agree()
-    assert ours.mirror.matrix is not loaded_matrix
-    assert pages.populate(ours.mirror.matrix, 1)  # the copy's matrix: mapped too
     assert ours.engine.routes["sql"] == 0
     ours.close()
 

@@ -36,7 +36,6 @@ from ratatoskr.memory.search.mirror import (
     VectorMirror,
     headroom,
 )
-from ratatoskr.memory.search.pages import populate
 from ratatoskr.memory.search.ranking import pick
 from ratatoskr.sqlite.database import Database
 from ratatoskr.sqlite.scope_sql import placeholders
@@ -212,7 +211,6 @@ def load(
     values = mirror.values
     mirror._reset(count + headroom(count))
     mirror.values = values
-    populate(mirror.matrix, count, pause)  # the vectors written below, at a tenth of the cost
     mirror.codes[:, :count] = codes[:, order]
     del codes
     for lo, hi in _blocks(count, LIST_BLOCK):
@@ -264,7 +262,7 @@ def regrouped(live: VectorMirror, pause: Pause, spare: VectorMirror | None = Non
     n, seq = live.n, live.seq
     alive = np.flatnonzero(live.alive[:n])
     count = len(alive)
-    copy = _room(live, count, spare, pause)
+    copy = _room(live, count, spare)
     codes = np.empty((len(AXES), count), dtype=np.int32)
     for axis_index in range(len(AXES)):
         held = live.codes[axis_index, alive]
@@ -305,19 +303,16 @@ def regrouped(live: VectorMirror, pause: Pause, spare: VectorMirror | None = Non
     return copy
 
 
-def _room(live: VectorMirror, count: int, spare: VectorMirror | None, pause: Pause) -> VectorMirror:
+def _room(live: VectorMirror, count: int, spare: VectorMirror | None) -> VectorMirror:
     """An empty mirror with room for ``count`` rows and their headroom: in ``spare``'s
-    arrays when they are large enough, else newly allocated, the matrix's first ``count``
-    rows faulted in at once (``pages.py``). Memory the process touches for the first time
-    costs it a page fault per page (here 3.5 s of CPU for the 1.5 GB of 1M x 384 faulted in
-    by the copy's writes, 0.55 s faulted in at once, taken from the searches either way);
-    arrays it touched before cost nothing more. The places past the rows are cleared, as
-    new."""
+    arrays when they are large enough, else newly allocated. Memory the process touches
+    for the first time costs it a page fault per page (here 0.5 s and more of CPU for the
+    300 MB of 100k x 768, ten times the copying itself, taken from the searches); arrays
+    it touched before cost nothing more. The places past the rows are cleared, as new."""
     copy = VectorMirror(live.dim, live.max_bytes)
     capacity = count + headroom(count)
     if spare is None or len(spare.alive) < capacity or spare.dim != live.dim:
         copy._reset(capacity)
-        populate(copy.matrix, count, pause)
         return copy
     for name in ARRAYS:
         setattr(copy, name, getattr(spare, name))

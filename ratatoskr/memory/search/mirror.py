@@ -37,7 +37,6 @@ import numpy.typing as npt
 from ratatoskr.core.scope import AXES, Scope
 from ratatoskr.memory.search.cosine import F32, F64, I64, cosine_rows, rank
 from ratatoskr.memory.search.hits import Gathered
-from ratatoskr.memory.search.pages import zeroed_matrix
 from ratatoskr.memory.search.ranking import (
     candidates,
     row_lists,
@@ -145,7 +144,7 @@ class VectorMirror:
         self.seq = -1  # the last change-log entry the rows include; -1: none loaded
         self.n = 0
         self.sorted_n = 0  # rows below this are grouped by scope; the rest is the tail
-        self.matrix: F32 = zeroed_matrix(capacity, self.dim)  # ``pages.populate`` fills it
+        self.matrix: F32 = np.zeros((capacity, self.dim), dtype=np.float32)
         self.inv_norms: F32 = np.zeros(capacity, dtype=np.float32)
         self.norms: F64 = np.zeros(capacity, dtype=np.float64)  # ``cosine.row_norms``
         self.codes = np.zeros((len(AXES), capacity), dtype=np.int32)
