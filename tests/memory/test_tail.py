@@ -9,6 +9,8 @@ test keeps searching and writing, so both interleave for real."""
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +22,7 @@ from ratatoskr.memory.search import inplace
 from ratatoskr.memory.search import mirror as memory_mirror
 from ratatoskr.memory.search import worker as worker_module
 from ratatoskr.memory.search.engine import LOADING_REASON
-from ratatoskr.memory.search.worker import holding
+from ratatoskr.memory.search.worker import Hold, MirrorWorker, holding
 from ratatoskr.memory.store import RatatoskrMemoryStore, open_memory_store
 from tests.memory.helpers import CTX, DIM, chunk, loaded, settled
 
@@ -132,11 +134,8 @@ def test_searches_while_the_worker_applies_a_batch_answer_as_the_reference(
     once the log moves past it, reads them itself; both answer as the reference does."""
     pair = filled(tmp_path, 8)
     ours = pair.ours
-    worker = ours.engine.worker
-    assert worker is not None and ours.mirror is not None
-    with holding("follow-staged", worker) as staged:
-        pair.write(30, rewrite=20, delete=10)
-        assert staged.reached.wait(30)
+    with staged_batch(pair):
+        assert ours.mirror is not None
         n = ours.mirror.n
         pair.agree()  # at the head the worker read: its read is shared, no statement
         assert ours.engine.routes["overlay-shared"] > 0 and ours.mirror.n == n
@@ -159,11 +158,8 @@ def test_the_changed_rows_one_search_found_serve_the_next_until_the_rows_change(
     monkeypatch.setattr(worker_module, "APPLY_ROWS", 8)  # a batch published in parts
     pair = filled(tmp_path, 9)
     ours = pair.ours
-    worker = ours.engine.worker
-    assert worker is not None and ours.mirror is not None
-    with holding("follow-staged", worker) as first:
-        pair.write(30, rewrite=20, delete=10)
-        assert first.reached.wait(30)
+    with staged_batch(pair) as (worker, first):
+        assert ours.mirror is not None
         pair.agree()  # the whole-mirror search finds the rows; the rest take them
         view = worker.ahead
         assert view is not None and view.found.rows is not None
@@ -179,6 +175,18 @@ def test_the_changed_rows_one_search_found_serve_the_next_until_the_rows_change(
     pair.agree()
     assert ours.engine.routes["sql"] == 0
     ours.close()
+
+
+@contextmanager
+def staged_batch(pair: Pair) -> Iterator[tuple[MirrorWorker, Hold]]:
+    """Our worker held at ``follow-staged``: a batch of 30 new, 20 rewritten and 10 deleted
+    chunks read and written past the mirror's rows, not yet published."""
+    worker = pair.ours.engine.worker
+    assert worker is not None
+    with holding("follow-staged", worker) as staged:
+        pair.write(30, rewrite=20, delete=10)
+        assert staged.reached.wait(30)
+        yield worker, staged
 
 
 def filled(tmp_path: Path, seed: int, mirror_bytes: int | None = None) -> Pair:

@@ -66,10 +66,8 @@ class Overlay(NamedTuple):
         return found.rows if found.generation == mirror.generation else None
 
     def excluded(self, mirror: VectorMirror) -> I64:
-        """The mirror's rows of the changed chunks (call under its lock)."""
-        known = self.known(mirror)
-        if known is not None:
-            return known
+        """The mirror's rows of the changed chunks, looked up now and left for the searches
+        after this one at the same generation (``known``; call under the lock)."""
         held = [row for row in map(mirror.rows.get, self.changed) if row is not None]
         rows = np.array(held, dtype=np.int64)
         self.found.rows, self.found.generation = rows, mirror.generation
