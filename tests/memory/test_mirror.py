@@ -202,3 +202,27 @@ def test_rows_less_the_excluded_ones_are_a_set_difference(
 ) -> None:
     got = memory_mirror.without(np.array(rows, dtype=np.int64), np.array(exclude, dtype=np.int64))
     assert got.tolist() == [r for r in rows if r not in set(exclude)]
+
+
+def _vma_flags(address: int) -> list[str]:
+    """The kernel's ``VmFlags`` of this process's mapping that holds ``address``."""
+    inside = False
+    for line in Path("/proc/self/smaps").read_text().splitlines():
+        head = line.split()[0]
+        if "-" in head and not head.endswith(":"):
+            lo, hi = (int(part, 16) for part in head.split("-"))
+            inside = lo <= address < hi
+        elif inside and head == "VmFlags:":
+            return line.split()[1:]
+    raise AssertionError("no mapping holds the address")
+
+
+def test_the_mirror_object_arrays_go_without_huge_page_advice_and_the_matrix_keeps_it() -> None:
+    rows = 4_000_000  # 32 MB of pointers: past numpy's 4 MiB threshold for the advice
+    held = memory_mirror.objects(rows)
+    assert held.dtype == object and held[0] is None and held[-1] is None
+    assert "hg" not in _vma_flags(held.ctypes.data + (8 << 20))
+    plain = np.empty(rows, dtype=object)  # numpy's own default, and the switch put back after
+    matrix = np.zeros((rows // 96, 768), dtype=np.float32)
+    assert "hg" in _vma_flags(plain.ctypes.data + (8 << 20))
+    assert "hg" in _vma_flags(matrix.ctypes.data + (8 << 20))

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from ratatoskr.memory.reference import ReferenceMemoryStore
-from ratatoskr.memory.search import inplace
+from ratatoskr.memory.search import build, inplace
 from ratatoskr.memory.search import mirror as memory_mirror
 from ratatoskr.memory.search import worker as worker_module
 from ratatoskr.memory.search.engine import LOADING_REASON
@@ -233,6 +233,34 @@ def test_searches_during_a_regroup_answer_as_the_reference(tmp_path: Path) -> No
 
 
 @pytest.mark.usefixtures("small_regroups")
+def test_a_load_reserves_the_first_regroups_arrays_only_when_a_copy_fits(tmp_path: Path) -> None:
+    """Memory touched first during a regroup slows the searches beside it: a load that
+    leaves room for a copy makes the copy's arrays then, and the first regroup builds in
+    them; a budget without that room gets none."""
+    pair = filled(tmp_path, 10)
+    ours = pair.ours
+    worker = ours.engine.worker
+    assert ours.mirror is not None and worker is not None
+    reserved = worker._spare
+    assert reserved is not None and len(reserved.alive) == build.capacity(ours.mirror.n)
+    assert not reserved.alive.any() and all(cid is None for cid in reserved.ids.tolist())
+    matrix = reserved.matrix
+    pair.write(0, delete=80)  # dead rows past their share, the store smaller: a regroup is due
+    pair.agree()  # searched
+    assert ours.engine.wait_until(lambda m: m.regroups >= 1, 30)
+    assert ours.mirror.matrix is matrix
+    settled(ours)
+    pair.agree()
+    ours.close()
+    tight = tmp_path / "tight"
+    tight.mkdir()
+    per_row = memory_mirror.bytes_per_row(DIM)
+    small = filled(tight, 11, mirror_bytes=per_row * 900)  # the mirror fits, a copy beside not
+    assert small.ours.engine.worker is not None and small.ours.engine.worker._spare is None
+    small.ours.close()
+
+
+@pytest.mark.usefixtures("small_regroups")
 def test_a_regroup_builds_its_copy_in_the_arrays_the_last_one_replaced(tmp_path: Path) -> None:
     """The second regroup reuses the first one's replaced arrays (memory touched before
     costs no page faults); whatever they held past the rows never reaches a search."""
@@ -242,11 +270,18 @@ def test_a_regroup_builds_its_copy_in_the_arrays_the_last_one_replaced(tmp_path:
     assert ours.mirror is not None and worker is not None
     replaced = []
     for regroups in (1, 2):
-        with holding("regroup-built", worker) as built:
-            pair.write(100, rewrite=40, delete=100)  # about as many rows as before
-            pair.agree()  # searched: a regroup is due
-            assert built.reached.wait(30)
-            replaced.append(ours.mirror.matrix)  # the rows this regroup replaces
+        with holding("regroup-released", worker) as released:
+            with holding("regroup-built", worker) as built:
+                pair.write(100, rewrite=40, delete=100)  # about as many rows as before
+                pair.agree()  # searched: a regroup is due
+                assert built.reached.wait(30)
+                replaced.append(ours.mirror.matrix)  # the rows this regroup replaces
+                pair.agree()
+            assert released.reached.wait(30)
+            spare = worker._spare  # kept for the next regroup: its arrays, none of its objects
+            assert spare is not None and spare.matrix is replaced[-1] and not len(spare.rows)
+            held = spare.ids.tolist() + spare.keys.tolist() + spare.records.tolist()
+            assert held and all(value is None for value in held)
             pair.agree()
         assert ours.engine.wait_until(lambda m, r=regroups: m.regroups >= r, 30)
         pair.agree()

@@ -37,6 +37,7 @@ from ratatoskr.memory.search.mirror import (
     headroom,
 )
 from ratatoskr.memory.search.ranking import pick
+from ratatoskr.memory.search.row_index import RowIndex
 from ratatoskr.sqlite.database import Database
 from ratatoskr.sqlite.scope_sql import placeholders
 
@@ -115,11 +116,11 @@ def _blocks(count: int, size: int) -> Iterator[tuple[int, int]]:
         yield lo, min(count, lo + size)
 
 
-def _index(ids: Objects, count: int, pause: Pause) -> dict[str, int]:
+def _index(ids: Objects, count: int, pause: Pause) -> RowIndex:
     """Each of the first ``count`` ids to its row, a block between two pauses."""
-    rows: dict[str, int] = {}
+    rows = RowIndex()
     for lo, hi in _blocks(count, LIST_BLOCK):
-        rows.update(zip(ids[lo:hi].tolist(), range(lo, hi), strict=True))
+        rows.assign(ids[lo:hi], np.arange(lo, hi, dtype=np.int64))
         pause()
     return rows
 
@@ -303,6 +304,43 @@ def regrouped(live: VectorMirror, pause: Pause, spare: VectorMirror | None = Non
     return copy
 
 
+def capacity(count: int) -> int:
+    """The rows a regroup's copy of ``count`` live rows is made with: their headroom, and
+    an eighth of it more, so that the next regroup can build in these arrays when the
+    store has grown a little meanwhile (a copy needs ``count + headroom(count)``)."""
+    room = headroom(count)
+    return count + room + room // 8
+
+
+def reserved(mirror: VectorMirror, pause: Pause) -> VectorMirror:
+    """Empty arrays the size of ``mirror``'s, for its first regroup's copy, each page
+    written once, a block between two pauses. A load makes them while the searches still
+    run in SQL: memory the process touches for the first time costs it page faults, and
+    where the kernel compacts memory to back numpy's huge pages, the first regroup's 2 GB
+    at 1M rows cost 4 s of CPU and slowed every search meanwhile; later regroups reuse
+    the arrays the one before replaced."""
+    spare = VectorMirror(mirror.dim, mirror.max_bytes)
+    spare._reset(capacity(mirror.n))  # the object arrays are written (None) as allocated
+    for name in ("matrix", "inv_norms", "norms", "codes", "alive", "revisions", "wide"):
+        flat = getattr(spare, name).reshape(-1)
+        for lo, hi in _blocks(len(flat), max(1, BLOCK_BYTES // flat.itemsize)):
+            flat[lo:hi] = 0
+            pause()
+    return spare
+
+
+def release(spare: VectorMirror, pause: Pause) -> None:
+    """Drop what ``spare``'s object arrays hold (the ids, keys and records of the rows a
+    regroup replaced), a block between two pauses. The strings only they still held (the
+    chunks deleted meanwhile) are freed here a few at a time; left for the next regroup's
+    copy to overwrite, a block of those frees held the GIL for up to 30 ms at 1M rows."""
+    for name in ("ids", "keys", "records"):
+        array = getattr(spare, name)
+        for lo, hi in _blocks(len(array), LIST_BLOCK):
+            array[lo:hi] = None
+            pause()
+
+
 def _room(live: VectorMirror, count: int, spare: VectorMirror | None) -> VectorMirror:
     """An empty mirror with room for ``count`` rows and their headroom: in ``spare``'s
     arrays when they are large enough, else newly allocated. Memory the process touches
@@ -310,9 +348,8 @@ def _room(live: VectorMirror, count: int, spare: VectorMirror | None) -> VectorM
     300 MB of 100k x 768, ten times the copying itself, taken from the searches); arrays
     it touched before cost nothing more. The places past the rows are cleared, as new."""
     copy = VectorMirror(live.dim, live.max_bytes)
-    capacity = count + headroom(count)
-    if spare is None or len(spare.alive) < capacity or spare.dim != live.dim:
-        copy._reset(capacity)
+    if spare is None or len(spare.alive) < count + headroom(count) or spare.dim != live.dim:
+        copy._reset(capacity(count))
         return copy
     for name in ARRAYS:
         setattr(copy, name, getattr(spare, name))

@@ -31,7 +31,14 @@ import numpy.typing as npt
 
 from ratatoskr.core.scope import AXES
 from ratatoskr.memory.search.cosine import F32, F64, I64, row_norms
-from ratatoskr.memory.search.mirror import ARRAYS, RECORD_INLINE, Changed, VectorMirror, headroom
+from ratatoskr.memory.search.mirror import (
+    ARRAYS,
+    RECORD_INLINE,
+    Changed,
+    VectorMirror,
+    headroom,
+    objects,
+)
 
 Payload = tuple[int, str, int, str]  # revision, vector key, float64 stored, record JSON
 
@@ -222,9 +229,12 @@ def _grown(mirror: VectorMirror, capacity: int) -> dict[str, Any]:
         if name == "codes":  # one row per axis, a column per row
             new = np.zeros((old.shape[0], capacity), dtype=old.dtype)
             new[:, :n] = old[:, :n]
-        else:
-            make = np.empty if old.dtype == object else np.zeros  # objects start as None
-            new = make((capacity, *old.shape[1:]), dtype=old.dtype)
+        else:  # objects start as None
+            new = (
+                objects(capacity)
+                if old.dtype == object
+                else np.zeros((capacity, *old.shape[1:]), dtype=old.dtype)
+            )
             new[:n] = old[:n]
         grown[name] = new
     return grown

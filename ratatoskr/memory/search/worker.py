@@ -2,7 +2,9 @@
 no search ever waits for that work.
 
 - **load**: as soon as the store opens, the worker loads the mirror from the file
-  (``build.load``), applies the log written meanwhile and only then marks it ``ready``;
+  (``build.load``), reserves the arrays of its first regroup's copy when a copy fits
+  the budget (``build.reserved``), applies the log written meanwhile and only then marks
+  it ``ready``;
   until then every search runs exact SQL. A log it cannot follow (pruned past the mirror,
   or gone backwards: a restored file) drops the mirror and loads it again the same way.
 - **follow**: every ``POLL_SECONDS``, or at once when a search finds the log far ahead of
@@ -39,6 +41,7 @@ from ratatoskr.memory.search import build, changes, inplace
 from ratatoskr.memory.search.build import Behind
 from ratatoskr.memory.search.mirror import Changed, VectorMirror
 from ratatoskr.memory.search.overlay import ChangeView
+from ratatoskr.memory.search.row_index import RowIndex
 from ratatoskr.sqlite.database import Database
 
 POLL_SECONDS = 0.02  # how often an idle worker looks at the change log
@@ -84,7 +87,8 @@ def holding(point: str, worker: MirrorWorker | None = None, skip: int = 0) -> It
     ``skip`` passes) waits there until the hold is released (or the block ends). Points:
     ``load-started``, ``load-sorted`` (between the load's two passes), ``load-scanned``,
     ``follow``, ``follow-staged`` (a part of a batch written past the rows, not yet
-    published), ``regroup-built``, ``inplace-step`` (each step of an in-place regroup)."""
+    published), ``regroup-built``, ``regroup-released`` (the replaced rows' objects let
+    go), ``inplace-step`` (each step of an in-place regroup)."""
     hold = Hold(skip)
     _holds[point] = (hold, worker)
     try:
@@ -248,8 +252,11 @@ class MirrorWorker:
             self._notify()
             return
         self._at("load-scanned")
+        if fresh.used_bytes() + build.copy_bytes(fresh) <= mirror.max_bytes:
+            self._spare = build.reserved(fresh, self._yield)  # before the log is caught up
         self._catch_up(fresh, self._yield)
         if fresh.used_bytes() > mirror.max_bytes:
+            self._spare = None
             mirror.over_budget = True
             self._notify()
             return
@@ -365,12 +372,14 @@ class MirrorWorker:
         self._catch_up(copy, self._pause)
         with mirror.lock:
             old = self._swap(copy)
-            old.rows, old.values = {}, []  # of the rows replaced, only the arrays are kept:
+            old.rows, old.values = RowIndex(), []  # of the rows replaced, only the arrays are kept:
             self._spare = old  # the next regroup builds its copy in them
             mirror.regroups += 1
             mirror.searched = False
         del copy
         self._notify()
+        build.release(old, self._pause)
+        self._at("regroup-released")
 
     @contextmanager
     def _locked_step(self) -> Iterator[None]:

@@ -1,0 +1,72 @@
+"""A mirror's chunk id -> row map, split across many small dicts.
+
+A dict grows by rebuilding its whole table in one step, holding the GIL throughout: at a
+million ids that step takes 20 to 50 ms, and a regroup, which maps every id to its new
+row, goes through every such step. Meanwhile no search in the process can run Python.
+Split by the id's hash into ``SHARDS`` dicts, the largest step is a ``SHARDS``-th of that,
+and a regroup builds the map in blocks between which searches run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+
+import numpy as np
+import numpy.typing as npt
+
+SHARDS = 64  # a power of two: a shard is chosen by the hash's low bits
+_MASK = SHARDS - 1
+
+
+class RowIndex:
+    """Chunk id -> row: the mapping operations the mirror uses, as a dict would do them."""
+
+    __slots__ = ("_shards",)
+
+    def __init__(self, pairs: Iterable[tuple[str, int]] = ()) -> None:
+        self._shards: list[dict[str, int]] = [{} for _ in range(SHARDS)]
+        self.update(pairs)
+
+    def __len__(self) -> int:
+        return sum(map(len, self._shards))
+
+    def __contains__(self, chunk_id: object) -> bool:
+        return chunk_id in self._shards[hash(chunk_id) & _MASK]
+
+    def __getitem__(self, chunk_id: str) -> int:
+        return self._shards[hash(chunk_id) & _MASK][chunk_id]
+
+    def __setitem__(self, chunk_id: str, row: int) -> None:
+        self._shards[hash(chunk_id) & _MASK][chunk_id] = row
+
+    def __iter__(self) -> Iterator[str]:
+        for shard in self._shards:
+            yield from shard
+
+    def get(self, chunk_id: str, default: int | None = None) -> int | None:
+        return self._shards[hash(chunk_id) & _MASK].get(chunk_id, default)
+
+    def pop(self, chunk_id: str, default: int | None = None) -> int | None:
+        return self._shards[hash(chunk_id) & _MASK].pop(chunk_id, default)
+
+    def update(self, pairs: Iterable[tuple[str, int]]) -> None:
+        shards = self._shards
+        for chunk_id, row in pairs:
+            shards[hash(chunk_id) & _MASK][chunk_id] = row
+
+    def assign(self, ids: npt.NDArray[np.object_], rows: npt.NDArray[np.int64]) -> None:
+        """Each of ``ids`` (an object array of chunk ids) to the row beside it in ``rows``:
+        grouped by shard first, so that each shard takes its part in one dict update."""
+        if not len(ids):
+            return
+        shard_of = np.fromiter(map(hash, ids), dtype=np.int64, count=len(ids)) & _MASK
+        order = np.argsort(shard_of, kind="stable")
+        bounds = np.searchsorted(shard_of[order], np.arange(SHARDS + 1)).tolist()
+        grouped_ids, grouped_rows = ids[order].tolist(), rows[order].tolist()
+        for shard, lo, hi in zip(self._shards, bounds, bounds[1:], strict=False):
+            if hi > lo:
+                shard.update(zip(grouped_ids[lo:hi], grouped_rows[lo:hi], strict=True))
+
+    def items(self) -> Iterator[tuple[str, int]]:
+        for shard in self._shards:
+            yield from shard.items()
