@@ -233,34 +233,6 @@ def test_searches_during_a_regroup_answer_as_the_reference(tmp_path: Path) -> No
 
 
 @pytest.mark.usefixtures("small_regroups")
-def test_a_load_reserves_the_first_regroups_arrays_only_when_a_copy_fits(tmp_path: Path) -> None:
-    """Memory touched first during a regroup slows the searches beside it: a load that
-    leaves room for a copy makes the copy's arrays then, and the first regroup builds in
-    them; a budget without that room gets none."""
-    pair = filled(tmp_path, 10)
-    ours = pair.ours
-    worker = ours.engine.worker
-    assert ours.mirror is not None and worker is not None
-    reserved = worker._spare
-    assert reserved is not None and len(reserved.alive) == build.capacity(ours.mirror.n)
-    assert not reserved.alive.any() and all(cid is None for cid in reserved.ids.tolist())
-    matrix = reserved.matrix
-    pair.write(0, delete=80)  # dead rows past their share, the store smaller: a regroup is due
-    pair.agree()  # searched
-    assert ours.engine.wait_until(lambda m: m.regroups >= 1, 30)
-    assert ours.mirror.matrix is matrix
-    settled(ours)
-    pair.agree()
-    ours.close()
-    tight = tmp_path / "tight"
-    tight.mkdir()
-    per_row = memory_mirror.bytes_per_row(DIM)
-    small = filled(tight, 11, mirror_bytes=per_row * 900)  # the mirror fits, a copy beside not
-    assert small.ours.engine.worker is not None and small.ours.engine.worker._spare is None
-    small.ours.close()
-
-
-@pytest.mark.usefixtures("small_regroups")
 def test_a_regroup_builds_its_copy_in_the_arrays_the_last_one_replaced(tmp_path: Path) -> None:
     """The second regroup reuses the first one's replaced arrays (memory touched before
     costs no page faults); whatever they held past the rows never reaches a search."""
@@ -289,6 +261,21 @@ def test_a_regroup_builds_its_copy_in_the_arrays_the_last_one_replaced(tmp_path:
     settled(ours)
     pair.agree()
     ours.close()
+
+
+def test_a_copys_arrays_take_the_next_regroup_of_a_store_grown_a_little(tmp_path: Path) -> None:
+    """A copy has room past its own rows and headroom, so the regroup after it, of a store
+    that grew a few rows meanwhile, builds in its arrays rather than in new memory."""
+    pair = filled(tmp_path, 12)
+    live = pair.ours.mirror
+    assert live is not None
+    copy = build._room(live, live.n, None)
+    assert len(copy.alive) == build.capacity(live.n) > live.n + build.headroom(live.n)
+    grown = live.n + live.n // 20
+    assert build._room(live, grown, copy).matrix is copy.matrix
+    much = build.capacity(live.n)  # past the room: new arrays
+    assert build._room(live, much, copy).matrix is not copy.matrix
+    pair.ours.close()
 
 
 @pytest.mark.usefixtures("small_regroups")

@@ -312,23 +312,6 @@ def capacity(count: int) -> int:
     return count + room + room // 8
 
 
-def reserved(mirror: VectorMirror, pause: Pause) -> VectorMirror:
-    """Empty arrays the size of ``mirror``'s, for its first regroup's copy, each page
-    written once, a block between two pauses. A load makes them while the searches still
-    run in SQL: memory the process touches for the first time costs it page faults, and
-    where the kernel compacts memory to back numpy's huge pages, the first regroup's 2 GB
-    at 1M rows cost 4 s of CPU and slowed every search meanwhile; later regroups reuse
-    the arrays the one before replaced."""
-    spare = VectorMirror(mirror.dim, mirror.max_bytes)
-    spare._reset(capacity(mirror.n))  # the object arrays are written (None) as allocated
-    for name in ("matrix", "inv_norms", "norms", "codes", "alive", "revisions", "wide"):
-        flat = getattr(spare, name).reshape(-1)
-        for lo, hi in _blocks(len(flat), max(1, BLOCK_BYTES // flat.itemsize)):
-            flat[lo:hi] = 0
-            pause()
-    return spare
-
-
 def release(spare: VectorMirror, pause: Pause) -> None:
     """Drop what ``spare``'s object arrays hold (the ids, keys and records of the rows a
     regroup replaced), a block between two pauses. The strings only they still held (the

@@ -2,9 +2,7 @@
 no search ever waits for that work.
 
 - **load**: as soon as the store opens, the worker loads the mirror from the file
-  (``build.load``), reserves the arrays of its first regroup's copy when a copy fits
-  the budget (``build.reserved``), applies the log written meanwhile and only then marks
-  it ``ready``;
+  (``build.load``), applies the log written meanwhile and only then marks it ``ready``;
   until then every search runs exact SQL. A log it cannot follow (pruned past the mirror,
   or gone backwards: a restored file) drops the mirror and loads it again the same way.
 - **follow**: every ``POLL_SECONDS``, or at once when a search finds the log far ahead of
@@ -252,11 +250,8 @@ class MirrorWorker:
             self._notify()
             return
         self._at("load-scanned")
-        if fresh.used_bytes() + build.copy_bytes(fresh) <= mirror.max_bytes:
-            self._spare = build.reserved(fresh, self._yield)  # before the log is caught up
         self._catch_up(fresh, self._yield)
         if fresh.used_bytes() > mirror.max_bytes:
-            self._spare = None
             mirror.over_budget = True
             self._notify()
             return
