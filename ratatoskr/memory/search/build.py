@@ -210,7 +210,7 @@ def load(
     place[order] = np.arange(count)
     ordered = order.tolist()
     values = mirror.values
-    mirror._reset(count + headroom(count))
+    mirror._reset(capacity(count))  # room for a later regroup of a store grown a little
     mirror.values = values
     mirror.codes[:, :count] = codes[:, order]
     del codes
