@@ -162,6 +162,27 @@ def test_row_lists_are_the_rows_as_floats(accelerated: bool) -> None:
     assert memory_ranking.row_lists(matrix, np.zeros(0, dtype=np.int64)) == []
 
 
+def test_row_lists_held_by_a_caller_keep_their_values_while_others_are_made() -> None:
+    """The floats come from a pool and are reused once no one holds them: lists a caller
+    keeps (more floats than the pool has room for, some let go on the way) never change."""
+    rng = np.random.default_rng(3)
+    matrix = rng.standard_normal((64, 384)).astype(F32)
+    kept: list[tuple[np.ndarray, list[list[float]], float]] = []
+    for i in range(400):  # 400 x 2 x 384 floats: past the pool's 65,536
+        rows = rng.integers(0, 64, size=2).astype(np.int64)
+        lists = RANK_ACCELERATED.rows_to_lists(matrix, rows, 384)
+        one = lists[0][0]  # a single float held alone, its list let go
+        if i % 3:
+            kept.append((rows, lists, one))
+        else:
+            kept.append((rows, [], one))
+        del lists
+    for rows, lists, one in kept:
+        assert one == float(matrix[rows[0], 0])
+        if lists:
+            assert lists == matrix[rows].tolist()
+
+
 def test_row_lists_refuse_rows_outside_the_matrix() -> None:
     matrix = np.ones((2, 3), dtype=F32)
     with pytest.raises(IndexError, match="outside the matrix"):

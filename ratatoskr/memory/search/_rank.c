@@ -15,6 +15,15 @@
  * The float32 sums are taken in another order than BLAS's; both stay within ~5e-5 of the
  * exact cosine at these dimensions, far inside epsilon, which is what makes the cut safe.
  *
+ * The hits' embeddings (rows_to_lists) are thousands of Python floats per search (ten hits
+ * at 768 is 7,680), and making them was the largest part of an end_user search under a
+ * writer: each new float is popped off pymalloc's free list, a chain of dependent reads
+ * that miss the cache one after another once other work has gone through it. So the floats
+ * come from a pool this module keeps (pooled_float): a float the pool alone still refers
+ * to (its reference count is 1) is no longer seen by anyone, so it is given its new value
+ * and handed out again; the reads of the pool's slots are independent and overlap, and the
+ * floats are not freed when the hits are. A float anyone else holds is never touched.
+ *
  * The exact float64 scores (exact_cosine, settled_top, row_norms) are in _rank_exact.c.
  */
 #include "_rank.h"
@@ -337,6 +346,54 @@ done:
 
 /* The hits' embeddings as lists of Python floats, read from the mirror's rows in place:
  * numpy would copy the rows (matrix[rows]) and then convert them (tolist). */
+#define POOL_MAX 65536 /* floats kept for reuse (1.5 MiB): a few searches' embeddings */
+#define POOL_PROBES 4   /* slots looked at for a free float before a new one is made */
+
+static PyObject **pool = NULL; /* owned references; slots [0, pool_len) are filled */
+static Py_ssize_t pool_len = 0, pool_next = 0;
+
+/* A float of ``value``: one of the pool's that nobody else holds, else a new one, which
+ * takes the place of a held one in the pool once it is full (so the pool keeps no float
+ * alive for long that a caller still holds). Needs the GIL: the reference count read and
+ * the write of the value happen with no other thread running. */
+static PyObject *
+pooled_float(double value)
+{
+#ifdef Py_GIL_DISABLED
+    return PyFloat_FromDouble(value); /* reference counts are not exact without the GIL */
+#else
+    for (int probe = 0; probe < POOL_PROBES && pool_len > 0; probe++) {
+        PyObject *held = pool[pool_next];
+        pool_next = pool_next + 1 < pool_len ? pool_next + 1 : 0;
+        if (Py_REFCNT(held) == 1) {
+            ((PyFloatObject *)held)->ob_fval = value;
+            Py_INCREF(held);
+            return held;
+        }
+    }
+    PyObject *fresh = PyFloat_FromDouble(value);
+    if (fresh == NULL) {
+        return NULL;
+    }
+    if (pool == NULL) {
+        pool = PyMem_RawMalloc(POOL_MAX * sizeof(PyObject *));
+        if (pool == NULL) {
+            return fresh; /* no pool: the float is still good */
+        }
+    }
+    Py_INCREF(fresh);
+    if (pool_len < POOL_MAX) {
+        pool[pool_len++] = fresh;
+    }
+    else {
+        /* the slot before the cursor was the last one probed, and is held */
+        Py_ssize_t slot = pool_next > 0 ? pool_next - 1 : pool_len - 1;
+        Py_SETREF(pool[slot], fresh);
+    }
+    return fresh;
+#endif
+}
+
 static PyObject *
 rows_to_lists(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -374,7 +431,7 @@ rows_to_lists(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         const float *values = (const float *)matrix.buf + row[i] * dim;
         PyObject *list = PyList_New(dim);
         for (Py_ssize_t j = 0; list != NULL && j < dim; j++) {
-            PyObject *value = PyFloat_FromDouble((double)values[j]);
+            PyObject *value = pooled_float((double)values[j]);
             if (value == NULL) {
                 Py_CLEAR(list);
                 break;
@@ -413,7 +470,8 @@ static PyMethodDef rank_methods[] = {
      "The float64 norm of each dim-long float32 row, in cosine.py's summation order."},
     {"rows_to_lists", (PyCFunction)(void (*)(void))rows_to_lists, METH_FASTCALL,
      "rows_to_lists(matrix, rows, dim) -> list[list[float]]\n\n"
-     "The float32 rows of matrix at rows, each as a list of Python floats."},
+     "The float32 rows of matrix at rows, each as a list of Python floats (from the\n"
+     "module's pool of floats no one else holds, or new)."},
     {NULL, NULL, 0, NULL},
 };
 
