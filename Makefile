@@ -19,7 +19,7 @@ run: $(STAMP)
 lint: $(STAMP)
 	$(VENV)/bin/ruff check ratatoskr tests bench
 	$(VENV)/bin/ruff format --check ratatoskr tests bench
-	$(VENV)/bin/mypy ratatoskr
+	$(VENV)/bin/mypy ratatoskr tests bench
 
 # the Debian packages the suite needs (.ci/run runs the same script): quick when all are there
 system-packages:

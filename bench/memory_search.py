@@ -72,6 +72,7 @@ from bench.memory_report import (
 from bench.memory_sql_path import time_sql_path
 from bench.memory_tail import run_tail
 from ratatoskr.core.context import CallContext
+from ratatoskr.memory.calls import MemoryCalls
 from ratatoskr.memory.store import (
     RatatoskrMemoryStore,
     open_memory_store,
@@ -81,9 +82,7 @@ from ratatoskr.memory.store import (
 # -- loading -----------------------------------------------------------------------------
 
 
-def load(
-    store: RatatoskrMemoryStore, ds: Dataset, rng: np.random.Generator, batch: int
-) -> LoadResult:
+def load(store: MemoryCalls, ds: Dataset, rng: np.random.Generator, batch: int) -> LoadResult:
     n = len(ds.ids)
     ctx = CallContext(actor="bench")
     result = LoadResult(chunks=n, upsert_seconds=0.0, wall_seconds=0.0, batch=batch)

@@ -15,10 +15,13 @@ import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import numpy.typing as npt
+
+if TYPE_CHECKING:  # the ``peers`` extra: imported where used, when it is installed
+    from lancedb.query import LanceVectorQueryBuilder
 
 F32 = npt.NDArray[np.float32]
 
@@ -84,7 +87,8 @@ def _time_cases(
     ask: Callable[[Any], list[str]],
 ) -> None:
     for case in cases:
-        times, recalls = [], []
+        times: list[float] = []
+        recalls: list[float] = []
         for i, query in enumerate(case.queries):
             t0 = time.perf_counter()
             got = ask(query)
@@ -174,7 +178,8 @@ def _lance(
     log(f"LanceDB loaded in {result.load_s:,.1f} s")
 
     def ask(query: Any) -> list[str]:
-        search = table.search(query.vector).metric("cosine").limit(10)
+        vectors = cast("LanceVectorQueryBuilder", table.search(query.vector))  # a vector query
+        search = vectors.metric("cosine").limit(10)
         where = lance_where(query.scope_all, query.scope_any)
         if where:
             search = search.where(where, prefilter=True)

@@ -21,9 +21,10 @@ import shlex
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import psycopg
@@ -31,6 +32,7 @@ import psycopg
 from bench.memory_data import TOP_K, WARMUP, Case, console, make_dataset
 from bench.memory_report import cpu_model, ram_gib
 from bench.memory_search import build_cases, check_exact, load
+from ratatoskr.memory.postgres.store import PgMemoryStore
 from ratatoskr.memory.store import open_memory_store
 from ratatoskr.ops.locations import open_memory
 from ratatoskr.postgres.scope_sql import scope_condition
@@ -75,8 +77,10 @@ def time_case(case: Case, stores: dict[str, Any], raw: Any, ds: Any) -> dict[str
     load on this shared machine weighs on all three alike); the first ``WARMUP`` untimed."""
     times: dict[str, list[float]] = {"sqlite": [], "postgresql": [], "pgvector": []}
     for i, query in enumerate(case.queries):
-        calls = {name: (lambda s=store, q=query: _search(s, q)) for name, store in stores.items()}
-        calls["pgvector"] = lambda q=query: pgvector_exact(raw, q)
+        calls: dict[str, Callable[[], list[str]]] = {
+            name: partial(_search, store, query) for name, store in stores.items()
+        }
+        calls["pgvector"] = partial(pgvector_exact, raw, query)
         for name, call in calls.items():
             t0 = time.perf_counter()
             got = call()
@@ -100,7 +104,7 @@ def run(cfg: argparse.Namespace) -> dict[str, Any]:
     server = PostgresServer(BENCH_OPTIONS).start()
     try:
         server.create_database(DATABASE)
-        pg = open_memory(server.url(DATABASE), embedding_dim=cfg.dim)
+        pg = cast(PgMemoryStore, open_memory(server.url(DATABASE), embedding_dim=cfg.dim))
         for name, store in (("sqlite", lite), ("postgresql", pg)):
             console.print(f"loading {name}")
             loaded = load(store, ds, np.random.default_rng(cfg.seed + 2), 500)

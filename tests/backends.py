@@ -117,8 +117,8 @@ def postgres_server() -> PostgresServer:
             server.create_database(TEST_DATABASE)
             _pg["server"] = server
             _pg["admin"] = psycopg.connect(server.dsn(TEST_DATABASE), autocommit=True)
-        server: PostgresServer = _pg["server"]
-        return server
+        running: PostgresServer = _pg["server"]
+        return running
 
 
 def stop_postgres() -> None:

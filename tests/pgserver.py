@@ -24,6 +24,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TypedDict
 from urllib.parse import quote
 
 import psycopg
@@ -104,6 +105,13 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+class RunAs(TypedDict, total=False):
+    """The ``user`` and ``group`` arguments of ``subprocess``: none when not under root."""
+
+    user: int
+    group: int
+
+
 class PostgresServer:
     """One throwaway cluster: ``start()``, ``url(db)``, ``stop()``."""
 
@@ -121,7 +129,7 @@ class PostgresServer:
 
     # -- lifecycle ---------------------------------------------------------------------
 
-    def _as_user(self) -> dict[str, int]:
+    def _as_user(self) -> RunAs:
         return {} if self.user is None else {"user": self.user.pw_uid, "group": self.user.pw_gid}
 
     def start(self) -> PostgresServer:
@@ -152,7 +160,7 @@ class PostgresServer:
             check=True,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
-            **self._as_user(),  # type: ignore[arg-type]
+            **self._as_user(),
         )
 
     def _launch(self) -> None:
@@ -176,7 +184,7 @@ class PostgresServer:
                 args,
                 stdout=log,
                 stderr=subprocess.STDOUT,
-                **self._as_user(),  # type: ignore[arg-type]
+                **self._as_user(),
             )
         self._wait_ready()
 

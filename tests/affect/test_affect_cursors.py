@@ -39,7 +39,10 @@ def test_filter_tag_separates_kinds_and_filters() -> None:
 
 def _tampered(cursor: str) -> list[str]:
     body, mac = cursor.split(".")
-    flip = lambda s, i: s[:i] + ("A" if s[i] != "A" else "B") + s[i + 1 :]  # noqa: E731
+
+    def flip(s: str, i: int) -> str:
+        return s[:i] + ("A" if s[i] != "A" else "B") + s[i + 1 :]
+
     return [
         flip(cursor, 3),  # payload altered
         f"{body}.{flip(mac, 5)}",  # mac altered

@@ -9,10 +9,11 @@ their answers (cursors included) must be equal, and so must their error types.
 
 from __future__ import annotations
 
+import builtins
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from hypothesis import settings
 from hypothesis import strategies as st
@@ -175,7 +176,7 @@ class AffectParity(RuleBasedStateMachine):
     )
     def append_events(
         self,
-        batch: list[dict[str, Any]],
+        batch: builtins.list[dict[str, Any]],  # ``list`` here is the rule above
         key: str,
         actor: str,
         token: dict[str, str],
@@ -235,8 +236,10 @@ class AffectParity(RuleBasedStateMachine):
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
+DEFAULT_SETTINGS = settings.default
+assert DEFAULT_SETTINGS is not None  # hypothesis loads its profile on import
 PARITY_SETTINGS = settings(
-    settings.default, max_examples=max(200, settings.default.max_examples), stateful_step_count=30
+    DEFAULT_SETTINGS, max_examples=max(200, DEFAULT_SETTINGS.max_examples), stateful_step_count=30
 )
 
 
@@ -244,7 +247,10 @@ def _machines() -> dict[str, Any]:
     """One state machine per backend."""
     out: dict[str, Any] = {}
     for name in selected():
-        machine = type(f"AffectParity_{name}", (AffectParity,), {"backend": BACKENDS[name]})
+        machine = cast(
+            type[AffectParity],
+            type(f"AffectParity_{name}", (AffectParity,), {"backend": BACKENDS[name]}),
+        )
         machine.TestCase.settings = PARITY_SETTINGS
         out[f"test_affect_parity_state_machine_{name}"] = machine.TestCase
     return out

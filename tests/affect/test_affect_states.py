@@ -201,7 +201,10 @@ def test_list_filters_scope_all_and_scope_any(store: Any) -> None:
         ],
         "k1",
     )
-    ids = lambda **kw: [r["id"] for r in store.list(limit=10, **kw)["records"]]  # noqa: E731
+
+    def ids(**kw: Any) -> list[str]:
+        return [r["id"] for r in store.list(limit=10, **kw)["records"]]
+
     assert ids() == ["a", "b", "c", "d"]
     assert ids(scope_all={"tenant": "t1"}) == ["a", "b"]
     assert ids(scope_any=[{"end_user": "u1"}, {"tenant": "t2"}]) == ["a", "c"]

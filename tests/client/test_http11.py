@@ -10,6 +10,7 @@ import socket
 import socketserver
 import threading
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -48,7 +49,7 @@ def test_a_connection_the_server_closed_while_idle_is_replaced(
 
 
 def test_large_bodies_both_ways(client: Client, tenant: str) -> None:
-    records = [
+    records: list[dict[str, Any]] = [
         {"id": f"{tenant}-{i}", "embedding": vec(1, i), "scope": {"tenant": tenant}}
         for i in range(1000)
     ]

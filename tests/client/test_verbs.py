@@ -4,9 +4,11 @@ the wire's own results, cursors followed to the end, numpy and list vectors alik
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from ratatoskr.client import AsyncClient, Client
 from tests.server.harness import DIM, KEY, Server
@@ -83,7 +85,11 @@ def test_numpy_and_list_vectors_give_the_same_results(server: Server, tenant: st
     wide = rng.standard_normal(DIM)  # float64, not float32-exact
     query = rng.standard_normal(DIM).astype(np.float32)
     results = []
-    for name, as_wire in (("np", lambda v: v), ("list", lambda v: v.tolist())):
+    wire_forms: tuple[tuple[str, Callable[[npt.NDArray[np.floating[Any]]], object]], ...] = (
+        ("np", lambda v: v),
+        ("list", lambda v: v.tolist()),
+    )
+    for name, as_wire in wire_forms:
         scope = {"tenant": f"{tenant}-{name}"}
         ids = [f"{tenant}-{name}-r{i}" for i in range(6)] + [f"{tenant}-{name}-wide"]
         with Client(server.url, key=KEY, scope=scope, actor=tenant) as client:
@@ -119,7 +125,7 @@ def test_every_affect_verb_and_cursors_to_the_end(client: Client, tenant: str) -
     affect = client.affect
     assert affect.describe_store()["event_log_supported"] is True
     assert affect.health()["status"] == "ok"
-    states = [
+    states: list[dict[str, Any]] = [
         {"id": f"s{i:02}", "scope": {"tenant": tenant, "end_user": f"u{i % 2}"}, "mood": i}
         for i in range(23)
     ]

@@ -18,7 +18,7 @@ def vec(*head: float) -> list[float]:
     return [float(x) for x in head] + [0.0] * (DIM - len(head))
 
 
-def chunk(chunk_id: str, vector: list[float], **fields: Any) -> dict[str, Any]:
+def chunk(chunk_id: str, vector: Sequence[object], **fields: Any) -> dict[str, Any]:
     record: dict[str, Any] = {
         "id": chunk_id,
         "embedding": vector,

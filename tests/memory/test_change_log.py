@@ -5,6 +5,7 @@ so a search ahead of its mirror reads the log alone; entries written before it s
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import apsw
 import numpy as np
@@ -24,11 +25,12 @@ SCOPES = [
 def log_since(path: Path, seq: int) -> list[tuple[object, ...]]:
     conn = apsw.Connection(str(path))
     try:
-        return conn.execute(
+        rows: list[tuple[object, ...]] = conn.execute(
             "SELECT chunk_id, tenant, grp, end_user, agent_self, stored FROM memory_changes "
             "WHERE seq > ? ORDER BY seq",
             (seq,),
         ).fetchall()
+        return rows
     finally:
         conn.close()
 
@@ -92,7 +94,12 @@ def test_entries_that_do_not_say_it_are_read_with_the_table(tmp_path: Path) -> N
             (seq,),
         )
         conn.close()
-        for flt in ({}, {"scope_all": {"end_user": "u1"}}, {"scope_all": {"tenant": "t1"}}):
+        filters: list[dict[str, Any]] = [
+            {},
+            {"scope_all": {"end_user": "u1"}},
+            {"scope_all": {"tenant": "t1"}},
+        ]
+        for flt in filters:
             query = rng.standard_normal(DIM).tolist()
             assert ours.search(query, top_k=10, **flt) == ref.search(query, top_k=10, **flt)
         assert ours.engine.routes["overlay"] + ours.engine.routes["overlay-shared"] >= 3

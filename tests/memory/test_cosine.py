@@ -4,7 +4,6 @@ numpy alike, to the last bit; a row's score never depends on the rows beside it.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
 
 import numpy as np
 import pytest
@@ -17,14 +16,9 @@ from ratatoskr.memory.search.cosine import cosine_rows, cosine_scores, lane_dots
 
 
 @pytest.fixture
-def numpy_only() -> Iterator[None]:
+def numpy_only(monkeypatch: pytest.MonkeyPatch) -> None:
     """``cosine.py`` as it runs where the accelerator was not built."""
-    saved = cosine.RANK_ACCELERATED
-    cosine.RANK_ACCELERATED = None
-    try:
-        yield
-    finally:
-        cosine.RANK_ACCELERATED = saved
+    monkeypatch.setattr(cosine, "RANK_ACCELERATED", None)
 
 
 def stated_order(a: list[float], b: list[float]) -> float:
@@ -73,16 +67,13 @@ def test_the_accelerator_and_numpy_agree_to_the_bit(
     case: tuple[np.ndarray, np.ndarray, np.ndarray],
 ) -> None:
     matrix, query, rows = case
-    saved = cosine.RANK_ACCELERATED
-    try:
-        cosine.RANK_ACCELERATED = C_RANK
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(cosine, "RANK_ACCELERATED", C_RANK)
         fast_norms = row_norms(matrix)
         fast = cosine_rows(matrix, rows, query, fast_norms)
-        cosine.RANK_ACCELERATED = None
+        patch.setattr(cosine, "RANK_ACCELERATED", None)
         slow_norms = row_norms(matrix)
         slow = cosine_rows(matrix, rows, query, slow_norms)
-    finally:
-        cosine.RANK_ACCELERATED = saved
     assert fast_norms.tobytes() == slow_norms.tobytes()
     assert fast.tobytes() == slow.tobytes()
 
@@ -93,17 +84,14 @@ def test_cosine_rows_is_cosine_scores_of_the_gathered_rows(
     accelerated: bool, case: tuple[np.ndarray, np.ndarray, np.ndarray]
 ) -> None:
     matrix, query, rows = case
-    saved = cosine.RANK_ACCELERATED
-    cosine.RANK_ACCELERATED = C_RANK if accelerated else None
-    try:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(cosine, "RANK_ACCELERATED", C_RANK if accelerated else None)
         fast = cosine_rows(matrix, rows, query, row_norms(matrix))
         assert fast.tobytes() == cosine_scores(matrix[rows], query).tobytes()
         given_norms = row_norms(matrix)[rows]
         assert fast.tobytes() == cosine_scores(matrix[rows], query, given_norms).tobytes()
         alone = [cosine_scores(matrix[r : r + 1], query)[0] for r in rows.tolist()]
         assert fast.tobytes() == np.array(alone, dtype=np.float64).tobytes()
-    finally:
-        cosine.RANK_ACCELERATED = saved
 
 
 @pytest.mark.usefixtures("numpy_only")

@@ -150,7 +150,7 @@ def test_the_changes_beside_the_mirror_are_kept_with_the_mark(
             except AssertionError:
                 return None
 
-    u2 = {"scope_all": {"end_user": "u2"}}
+    u2: dict[str, Any] = {"scope_all": {"end_user": "u2"}}
     with holding("follow", worker) as follow:
         search(store)  # the worker looks at the log again, and is held there
         assert follow.reached.wait(30)

@@ -13,7 +13,7 @@ import shutil
 import tempfile
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from hypothesis import settings
 from hypothesis import strategies as st
@@ -138,7 +138,7 @@ vectors = st.lists(st.integers(-2, 2), min_size=PDIM, max_size=PDIM).map(
 scopes = st.fixed_dictionaries(
     {}, optional={axis: st.sampled_from(values) for axis, values in AXIS_VALUES.items()}
 )
-token_scopes = st.one_of(
+token_scopes: st.SearchStrategy[dict[str, str]] = st.one_of(
     st.just({}), st.fixed_dictionaries({"tenant": st.sampled_from(AXIS_VALUES["tenant"])})
 )
 
@@ -280,8 +280,10 @@ class MemoryParity(RuleBasedStateMachine):
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
+DEFAULT_SETTINGS = settings.default
+assert DEFAULT_SETTINGS is not None  # hypothesis loads its profile on import
 PARITY_SETTINGS = settings(
-    settings.default, max_examples=max(200, settings.default.max_examples), stateful_step_count=25
+    DEFAULT_SETTINGS, max_examples=max(200, DEFAULT_SETTINGS.max_examples), stateful_step_count=25
 )
 
 
@@ -291,10 +293,13 @@ def _machines() -> dict[str, Any]:
     for name in selected():
         variants = (("", None), ("_sql_search", 0)) if BACKENDS[name].has_mirror else (("", None),)
         for suffix, mirror in variants:
-            machine = type(
-                f"MemoryParity_{name}{suffix}",
-                (MemoryParity,),
-                {"backend": BACKENDS[name], "mirror_bytes": mirror},
+            machine = cast(
+                type[MemoryParity],
+                type(
+                    f"MemoryParity_{name}{suffix}",
+                    (MemoryParity,),
+                    {"backend": BACKENDS[name], "mirror_bytes": mirror},
+                ),
             )
             machine.TestCase.settings = PARITY_SETTINGS
             out[f"test_memory_parity_state_machine{suffix}_{name}"] = machine.TestCase

@@ -10,12 +10,13 @@ index created on purpose, every search equals the reference store's, hit for hit
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import psycopg
 import pytest
 
+from ratatoskr.memory.postgres.store import PgMemoryStore
 from ratatoskr.memory.reference import ReferenceMemoryStore
 from ratatoskr.ops.locations import open_memory
 from tests.backends import postgres_schema
@@ -28,7 +29,7 @@ USERS = [f"user-{i}" for i in range(8)]
 @pytest.fixture
 def stores() -> Iterator[tuple[Any, ReferenceMemoryStore, str]]:
     url = postgres_schema("exact")
-    ours = open_memory(url, embedding_dim=DIM)
+    ours = cast(PgMemoryStore, open_memory(url, embedding_dim=DIM))  # a postgresql:// URL
     ref = ReferenceMemoryStore(DIM)
     rng = np.random.default_rng(7)
     records = []

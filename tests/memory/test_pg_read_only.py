@@ -4,9 +4,12 @@ transaction is read-only): it opens without writing, serves reads, and a write i
 
 from __future__ import annotations
 
+from typing import cast
+
 import pytest
 
 from ratatoskr.core.errors import Unavailable
+from ratatoskr.memory.postgres.store import PgMemoryStore
 from ratatoskr.ops.locations import open_memory
 from tests.backends import postgres_schema
 from tests.memory.helpers import CTX, DIM, chunk, vec
@@ -14,14 +17,15 @@ from tests.memory.helpers import CTX, DIM, chunk, vec
 
 def test_a_read_only_database_serves_reads_and_refuses_writes_as_unavailable() -> None:
     url = postgres_schema("standby")
-    writer = open_memory(url, embedding_dim=DIM)
+    writer = cast(PgMemoryStore, open_memory(url, embedding_dim=DIM))  # a postgresql:// URL
     writer.upsert_many([chunk("c1", vec(1))], idempotency_key="k", ctx=CTX)
     writer.close()
     read_only = url.replace("options=", "options=-cdefault_transaction_read_only%3Don%20")
-    store = open_memory(read_only, embedding_dim=DIM)
+    store = cast(PgMemoryStore, open_memory(read_only, embedding_dim=DIM))
     try:
         assert [h["chunk_id"] for h in store.search(vec(1), top_k=1)] == ["c1"]
-        assert store.get("c1")["revision"] == 1
+        record = store.get("c1")
+        assert record is not None and record["revision"] == 1
         with pytest.raises(Unavailable, match="read-only"):
             store.upsert_many([chunk("c2", vec(0, 1))], idempotency_key="k2", ctx=CTX)
         assert store.health()["status"] == "degraded"

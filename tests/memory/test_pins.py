@@ -146,7 +146,8 @@ def test_idempotency_is_per_actor(store: RatatoskrMemoryStore) -> None:
         "upserted": 1,
         "replayed": False,
     }
-    assert store.get("a")["revision"] == 2
+    record = store.get("a")
+    assert record is not None and record["revision"] == 2
 
 
 @pytest.mark.parametrize(
@@ -170,7 +171,8 @@ def test_idempotency_class_sets_expiry(
     assert (
         store.upsert_many([chunk("a", vec(2))], idempotency_key="k", ctx=CTX)["replayed"] is False
     )
-    assert store.get("a")["revision"] == 2
+    record = store.get("a")
+    assert record is not None and record["revision"] == 2
 
 
 def test_digest_ignores_key_order(store: RatatoskrMemoryStore) -> None:
@@ -272,7 +274,8 @@ def test_writes_outside_token_scope_are_forbidden(
         with pytest.raises(ScopeForbidden):
             store.upsert_many(records, idempotency_key="k", ctx=T)
     assert total_rows(store) == before
-    assert store.get("theirs")["scope"]["tenant"] == "globex"
+    record = store.get("theirs")
+    assert record is not None and record["scope"]["tenant"] == "globex"
 
 
 def test_reads_are_confined(store: RatatoskrMemoryStore) -> None:

@@ -4,9 +4,8 @@ the rows it is given and refuses arrays it cannot read."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import numpy as np
+import numpy.typing as npt
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -24,19 +23,19 @@ from ratatoskr.memory.search.ranking import (
 F32 = np.float32
 
 
-def inverse_norms(matrix: np.ndarray) -> np.ndarray:
-    return (1.0 / np.sqrt((matrix.astype(np.float64) ** 2).sum(axis=1))).astype(F32)
+def inverse_norms(matrix: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
+    inverse: npt.NDArray[np.float32] = (
+        1.0 / np.sqrt((matrix.astype(np.float64) ** 2).sum(axis=1))
+    ).astype(F32)
+    return inverse
 
 
 @pytest.fixture(params=[True, False], ids=["C", "numpy"])
-def accelerated(request: pytest.FixtureRequest) -> Iterator[bool]:
+def accelerated(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> bool:
     """Both cuts: the C one, and numpy's (what an install without a compiler runs)."""
-    saved = memory_ranking.RANK_ACCELERATED
-    memory_ranking.RANK_ACCELERATED = RANK_ACCELERATED if request.param else None
-    try:
-        yield request.param
-    finally:
-        memory_ranking.RANK_ACCELERATED = saved
+    on: bool = request.param
+    monkeypatch.setattr(memory_ranking, "RANK_ACCELERATED", RANK_ACCELERATED if on else None)
+    return on
 
 
 def test_the_accelerator_is_built_and_used_unless_switched_off() -> None:
@@ -44,7 +43,7 @@ def test_the_accelerator_is_built_and_used_unless_switched_off() -> None:
     otherwise): a build that silently fell back would cost scattered scopes (an agent_self)
     ~2.5x. The store uses it unless ``RATATOSKR_NO_ACCELERATORS`` asks for numpy."""
     assert (accelerators.RANK is None) == accelerators.disabled()
-    assert (memory_ranking.RANK_ACCELERATED is None) == accelerators.disabled()
+    assert (vars(memory_ranking)["RANK_ACCELERATED"] is None) == accelerators.disabled()
 
 
 @st.composite
@@ -116,14 +115,11 @@ def test_the_cut_agrees_on_a_realistic_scope() -> None:
     inv = inverse_norms(matrix)
     rows = np.unique(np.concatenate([np.arange(1000, 1101), rng.integers(0, 3000, 400)]))
     query = rng.standard_normal(768).astype(F32)
-    c_cut = RANK_ACCELERATED.scoped_candidates(
-        matrix, inv, rows, query, 10, 10 + CANDIDATE_MARGIN, SCORE_EPSILON
-    )
-    saved, memory_ranking.RANK_ACCELERATED = memory_ranking.RANK_ACCELERATED, None  # numpy
-    try:
+    want = 10 + CANDIDATE_MARGIN
+    c_cut = RANK_ACCELERATED.scoped_candidates(matrix, inv, rows, query, 10, want, SCORE_EPSILON)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(memory_ranking, "RANK_ACCELERATED", None)  # numpy
         numpy_cut = scoped_candidates(matrix, inv, rows, query, 10)
-    finally:
-        memory_ranking.RANK_ACCELERATED = saved
     assert sorted(np.frombuffer(c_cut, dtype=np.int64).tolist()) == sorted(numpy_cut.tolist())
 
 
@@ -147,7 +143,7 @@ def test_bad_arrays_are_refused_before_any_read() -> None:
     with pytest.raises(ValueError, match="top_k"):
         cut(matrix, inv, np.array([0], dtype=np.int64), query, 3, 2, 1e-4)
     with pytest.raises(TypeError, match="7 arguments"):
-        cut(matrix, inv)  # type: ignore[call-arg]
+        cut(matrix, inv)  # type: ignore[call-arg, arg-type]
 
 
 def test_row_lists_are_the_rows_as_floats(accelerated: bool) -> None:

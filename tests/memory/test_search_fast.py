@@ -122,24 +122,23 @@ def test_mirror_search_is_the_reference_to_the_last_bit(
     ours = open_memory_store(path, embedding_dim=DIM)
     ref = ReferenceMemoryStore(DIM)
     rng = np.random.default_rng(seed)
-    saved = memory_ranking.RANK_ACCELERATED
-    memory_ranking.RANK_ACCELERATED = C_RANK if accelerated else None
-    try:
-        for key, batch in (("first", first), ("second", second)):
-            for store in (ours, ref):
-                store.upsert_many(batch, idempotency_key=key, ctx=CTX)
-            for flt in FILTERS:
-                query = (rng.integers(-1, 2, size=DIM) + 0.5 * (key == "second")).tolist()
-                query[0] = query[0] or 1.0  # never all zero (cosine is undefined)
-                for top_k in (1, 3, 10):
-                    for include in (None, {"embedding": False}):
-                        args = {"top_k": top_k, "include": include, **flt}
-                        expected = exactly(ref.search(query, **args))
-                        assert exactly(ours.search(query, **args)) == expected, (key, args)
-                        assert exactly(ours.search(query, **args)) == expected  # no transaction
-    finally:
-        memory_ranking.RANK_ACCELERATED = saved
-        ours.close()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(memory_ranking, "RANK_ACCELERATED", C_RANK if accelerated else None)
+        try:
+            for key, batch in (("first", first), ("second", second)):
+                for store in (ours, ref):
+                    store.upsert_many(batch, idempotency_key=key, ctx=CTX)
+                for flt in FILTERS:
+                    query = (rng.integers(-1, 2, size=DIM) + 0.5 * (key == "second")).tolist()
+                    query[0] = query[0] or 1.0  # never all zero (cosine is undefined)
+                    for top_k in (1, 3, 10):
+                        for include in (None, {"embedding": False}):
+                            args = {"top_k": top_k, "include": include, **flt}
+                            expected = exactly(ref.search(query, **args))
+                            assert exactly(ours.search(query, **args)) == expected, (key, args)
+                            assert exactly(ours.search(query, **args)) == expected  # no transaction
+        finally:
+            ours.close()
 
 
 def test_exact_ties_are_cut_by_id(tmp_path: Path) -> None:

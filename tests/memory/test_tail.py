@@ -255,7 +255,11 @@ def test_a_regroup_builds_its_copy_in_the_arrays_the_last_one_replaced(tmp_path:
             held = spare.ids.tolist() + spare.keys.tolist() + spare.records.tolist()
             assert held and all(value is None for value in held)
             pair.agree()
-        assert ours.engine.wait_until(lambda m, r=regroups: m.regroups >= r, 30)
+
+        def regrouped(m: memory_mirror.VectorMirror, r: int = regroups) -> bool:
+            return m.regroups >= r
+
+        assert ours.engine.wait_until(regrouped, 30)
         pair.agree()
     assert ours.mirror.matrix is replaced[0]  # the first regroup replaced it, the second reused it
     settled(ours)
@@ -270,7 +274,7 @@ def test_a_copys_arrays_take_the_next_regroup_of_a_store_grown_a_little(tmp_path
     live = pair.ours.mirror
     assert live is not None
     copy = build._room(live, live.n, None)
-    assert len(copy.alive) == build.capacity(live.n) > live.n + build.headroom(live.n)
+    assert len(copy.alive) == build.capacity(live.n) > live.n + memory_mirror.headroom(live.n)
     grown = live.n + live.n // 20
     assert build._room(live, grown, copy).matrix is copy.matrix
     much = build.capacity(live.n)  # past the room: new arrays

@@ -131,7 +131,8 @@ def test_an_entry_holding_the_pinned_digest_still_replays(store: RatatoskrMemory
     assert again == {"upserted": 2, "replayed": True}
     with pytest.raises(IdempotencyConflict):
         store.upsert_many([chunk("a", vec(0.1, 0.25))], idempotency_key="k", ctx=CTX)
-    assert store.get("a")["revision"] == 1
+    record = store.get("a")
+    assert record is not None and record["revision"] == 1
 
 
 def test_a_large_buffer_is_hashed_on_another_thread_to_the_same_sha256() -> None:

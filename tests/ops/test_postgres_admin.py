@@ -8,13 +8,15 @@ run left off, and checks the copy at the end.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
+from ratatoskr.affect.postgres.store import PgAffectStore
 from ratatoskr.affect.store import open_affect_store
 from ratatoskr.core.context import CallContext
 from ratatoskr.core.errors import IdempotencyConflict, RevisionMismatch
+from ratatoskr.memory.postgres.store import PgMemoryStore
 from ratatoskr.memory.store import open_memory_store
 from ratatoskr.ops import migrate as migrate_ops
 from ratatoskr.ops.locations import open_affect, open_memory
@@ -54,8 +56,8 @@ def test_migrate_copies_everything_and_the_stores_answer_as_before(
     assert report["ok"] is True and set(report["planes"]) == {"memory", "affect"}
     assert report["planes"]["memory"]["copied"] == 121
 
-    pg_memory = open_memory(url, embedding_dim=DIM)
-    pg_affect = open_affect(url)
+    pg_memory = cast(PgMemoryStore, open_memory(url, embedding_dim=DIM))  # a postgresql:// URL
+    pg_affect = cast(PgAffectStore, open_affect(url))
     try:
         assert pg_memory.get_many(["odd\x00id", "c0000", "c0001", "c0100"]) == before
         # the idempotency entries came along: a replay replays, a reused key conflicts

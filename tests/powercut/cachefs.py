@@ -146,6 +146,7 @@ class CacheFS(mfusepy.Operations):  # type: ignore[misc]
 
     def read(self, path: str | None, size: int, offset: int, fh: int) -> bytes:
         def body() -> bytes:
+            assert path is not None  # ``_op`` answers a None path itself
             pending = self.pending.get(path)
             if pending is None:
                 fd = os.open(self._real(path), os.O_RDONLY)
@@ -167,6 +168,7 @@ class CacheFS(mfusepy.Operations):  # type: ignore[misc]
 
     def write(self, path: str | None, data: bytes, offset: int, fh: int) -> int:
         def body() -> int:
+            assert path is not None  # ``_op`` answers a None path itself
             pending = self._pending(path)
             pos, view = offset, memoryview(data)
             while view:
@@ -183,6 +185,7 @@ class CacheFS(mfusepy.Operations):  # type: ignore[misc]
 
     def truncate(self, path: str | None, length: int, fh: int | None = None) -> int:
         def body() -> int:
+            assert path is not None  # ``_op`` answers a None path itself
             pending = self._pending(path)
             pending.size = length
             pending.floor = min(pending.floor, length)
@@ -197,6 +200,7 @@ class CacheFS(mfusepy.Operations):  # type: ignore[misc]
 
     def fsync(self, path: str | None, datasync: int, fh: int) -> int:
         def body() -> int:
+            assert path is not None  # ``_op`` answers a None path itself
             self.syncs += 1
             pending = self.pending.pop(path, None)
             if pending is None:
@@ -226,6 +230,7 @@ class CacheFS(mfusepy.Operations):  # type: ignore[misc]
 
     def getattr(self, path: str | None, fh: int | None = None) -> dict[str, Any]:
         def body() -> dict[str, Any]:
+            assert path is not None  # ``_op`` answers a None path itself
             st = os.lstat(self._real(path))
             attrs: dict[str, Any] = {
                 key: getattr(st, key)
@@ -293,16 +298,32 @@ class CacheFS(mfusepy.Operations):  # type: ignore[misc]
         return self._op(old, True, body)
 
     def mkdir(self, path: str, mode: int) -> int:
-        return self._op(path, True, lambda: os.mkdir(self._real(path), mode) or 0)
+        def body() -> int:
+            os.mkdir(self._real(path), mode)
+            return 0
+
+        return self._op(path, True, body)
 
     def rmdir(self, path: str) -> int:
-        return self._op(path, True, lambda: os.rmdir(self._real(path)) or 0)
+        def body() -> int:
+            os.rmdir(self._real(path))
+            return 0
+
+        return self._op(path, True, body)
 
     def chmod(self, path: str, mode: int) -> int:
-        return self._op(path, False, lambda: os.chmod(self._real(path), mode) or 0)
+        def body() -> int:
+            os.chmod(self._real(path), mode)
+            return 0
+
+        return self._op(path, False, body)
 
     def chown(self, path: str, uid: int, gid: int) -> int:
-        return self._op(path, False, lambda: os.chown(self._real(path), uid, gid) or 0)
+        def body() -> int:
+            os.chown(self._real(path), uid, gid)
+            return 0
+
+        return self._op(path, False, body)
 
     def utimens(self, path: str, times: tuple[int, int] | None = None) -> int:
         def body() -> int:

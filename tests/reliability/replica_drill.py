@@ -128,7 +128,11 @@ def kill_everything(server: Server) -> float:
     os.killpg(server.process.pid, signal.SIGKILL)
     server.process.wait(timeout=10)
     for pid in (found.litestream_pid, found.supervisor_pid):
-        poll(lambda p=pid: None if _alive(p) else True, 10, "the killed processes to go")
+
+        def gone(p: int = pid) -> bool | None:
+            return None if _alive(p) else True
+
+        poll(gone, 10, "the killed processes to go")
     sweep_stale_workdirs()  # what the next supervisor would do: the killed one left its config
     return killed_at
 

@@ -51,7 +51,7 @@ def _call(client: TestClient, plane: str, verb: str, args: dict[str, object], **
 
 def test_metrics_label_calls_by_plane_verb_and_outcome(client: TestClient) -> None:
     record = {"id": "c1", "embedding": vec(1), "scope": {"tenant": "acme"}, "distillate": SECRET}
-    args = {"records": [record], "idempotency_key": "k"}
+    args: dict[str, object] = {"records": [record], "idempotency_key": "k"}
     assert _call(client, "memory", "upsert_many", args) == 200
     assert _call(client, "memory", "upsert_many", args) == 200
     assert _call(client, "memory", SECRET, {}) == 404

@@ -9,10 +9,13 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
+from typing import cast
 
 import pytest
 
+from ratatoskr.affect.postgres.store import PgAffectStore
 from ratatoskr.core.context import CallContext
+from ratatoskr.memory.postgres.store import PgMemoryStore
 from ratatoskr.ops.locations import open_affect, open_ledger, open_memory
 from ratatoskr.postgres.url import masked
 from ratatoskr.server.settings import SettingsError, load_settings
@@ -100,8 +103,8 @@ def test_serve_refuses_an_unreachable_database_naming_the_variable(tmp_path: Pat
 def test_both_planes_and_the_ledger_share_one_database() -> None:
     """Their tables do not collide: each plane counts only its own rows."""
     url = postgres_schema("shared")
-    memory = open_memory(url, embedding_dim=4)
-    affect = open_affect(url)
+    memory = cast(PgMemoryStore, open_memory(url, embedding_dim=4))  # a postgresql:// URL
+    affect = cast(PgAffectStore, open_affect(url))
     ledger = open_ledger(url)
     try:
         ctx = CallContext(actor="a")
@@ -115,7 +118,8 @@ def test_both_planes_and_the_ledger_share_one_database() -> None:
             "affect_events": 0,
             "affect_idempotency": 1,
         }
-        assert memory.get("x")["embedding"] == [1, 0, 0, 0]
+        record = memory.get("x")
+        assert record is not None and record["embedding"] == [1, 0, 0, 0]
         assert affect.get("x") == {"id": "x", "mood": 1, "revision": 1}
     finally:
         for closer in (memory, affect, ledger):

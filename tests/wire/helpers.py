@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import httpx
 import orjson
+from starlette.testclient import TestClient
 
 from ratatoskr.wire.tokens import mint_token
+
+if TYPE_CHECKING:
+    # starlette types its TestClient as an httpx2.Client, whose answers are httpx2's
+    from httpx2 import Response
 
 KEY = b"k" * 32 + b"-wire-tests"
 OTHER_KEY = b"o" * 40
@@ -57,13 +61,13 @@ def token_for(
 
 
 def post(
-    client: httpx.Client,
+    client: TestClient,
     body: bytes,
     token: str | None,
     *,
     path: str = "/bifrost/memory-call",
     content_type: str = "application/json",
-) -> httpx.Response:
+) -> Response:
     headers = {"Content-Type": content_type}
     if token is not None:
         headers["Authorization"] = f"Bearer {token}"
@@ -71,14 +75,14 @@ def post(
 
 
 def call(
-    client: httpx.Client,
+    client: TestClient,
     verb: str,
     args: Mapping[str, Any],
     *,
     plane: str = "memory",
     scope: Mapping[str, str] | None = None,
     **token_options: Any,
-) -> httpx.Response:
+) -> Response:
     """One well-formed call: the token is minted for exactly this body, plane and verb."""
     body = envelope(verb, args)
     token = token_for(body, plane=plane, verb=verb, scope=scope, **token_options)
@@ -86,14 +90,14 @@ def call(
     return post(client, body, token, path=path)
 
 
-def ok(response: httpx.Response) -> Any:
+def ok(response: Response) -> Any:
     body = response.json()
     assert response.status_code == 200, body
     assert body["ok"] is True
     return body["result"]
 
 
-def error_code(response: httpx.Response) -> str:
+def error_code(response: Response) -> str:
     body = response.json()
     assert body["ok"] is False
     assert set(body) == {"ok", "error", "request_id"}

@@ -63,7 +63,8 @@ def test_token_uses_the_default_key_file(
 
 def _call(client: TestClient, *argv: str) -> int:
     args = build_parser().parse_args(["call", *argv])
-    return call_cli.run(args, client=client)
+    # starlette's TestClient is an httpx2.Client, which `client=` (typed httpx.Client) duck-types
+    return call_cli.run(args, client=client)  # type: ignore[arg-type]
 
 
 def test_call_round_trip(client: TestClient, capsys: pytest.CaptureFixture[str]) -> None:

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import schemathesis
 from hypothesis import HealthCheck, given, settings
+from requests.structures import CaseInsensitiveDict
 from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import (
     content_type_conformance,
@@ -28,16 +30,20 @@ from tests.wire.helpers import DIM, KEY, token_for
 class BoundToken:
     """Serialises the body once, then signs exactly those bytes."""
 
-    def get(self, case: schemathesis.Case, context: schemathesis.AuthContext) -> str:
+    def get(self, case: schemathesis.Case[Any], context: schemathesis.AuthContext) -> str:
         return "per-case"
 
-    def set(self, case: schemathesis.Case, data: str, context: schemathesis.AuthContext) -> None:
+    def set(
+        self, case: schemathesis.Case[Any], data: str, context: schemathesis.AuthContext
+    ) -> None:
         body = case.body
         raw = body if isinstance(body, bytes) else json.dumps(body).encode()
         verb = body.get("verb") if isinstance(body, dict) else None
         case.body = raw
         token = token_for(raw, verb=verb if isinstance(verb, str) else "health")
-        case.headers = {**(case.headers or {}), "Authorization": f"Bearer {token}"}
+        headers: CaseInsensitiveDict[Any] = CaseInsensitiveDict(case.headers)
+        headers["Authorization"] = f"Bearer {token}"
+        case.headers = headers
 
 
 def test_memory_call_never_500s_and_answers_documented_shapes(tmp_path: Path) -> None:
@@ -55,7 +61,7 @@ def test_memory_call_never_500s_and_answers_documented_shapes(tmp_path: Path) ->
         database=None,
         suppress_health_check=list(HealthCheck),
     )
-    def fuzz(case: schemathesis.Case) -> None:
+    def fuzz(case: schemathesis.Case[Any]) -> None:
         case.call_and_validate(
             checks=[
                 not_a_server_error,

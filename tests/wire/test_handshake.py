@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import orjson
 from starlette.testclient import TestClient
@@ -56,6 +57,7 @@ def test_handshake_for_named_planes(client: TestClient) -> None:
 
 
 def test_handshake_args_are_checked(client: TestClient) -> None:
+    args: dict[str, Any]
     for args in ({"planes": "memory"}, {"planes": [1]}, {"other": []}):
         response = call(client, "handshake", args, plane="*")
         assert (response.status_code, error_code(response)) == (400, "wire.malformed_envelope")

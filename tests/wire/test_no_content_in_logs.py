@@ -16,7 +16,7 @@ from tests.wire.helpers import KEY, OTHER_KEY, call, envelope, post, record, tok
 MARKER = "zq-MARKER-7f3a9c-content"
 
 
-def marked(chunk_id: str, vector: list[float], **fields: Any) -> dict[str, Any]:
+def marked(chunk_id: str, vector: list[Any], **fields: Any) -> dict[str, Any]:
     return record(
         chunk_id, vector, distillate=MARKER, opaque={"note": MARKER, "n": [MARKER]}, **fields
     )

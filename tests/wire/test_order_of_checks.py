@@ -7,6 +7,7 @@ from typing import Any
 import anyio
 import orjson
 from starlette.testclient import TestClient
+from starlette.types import Message, Scope
 
 from ratatoskr.memory.store import RatatoskrMemoryStore
 from ratatoskr.sqlite.jti import JtiLedger
@@ -119,17 +120,17 @@ def test_1_oversized_stream_is_refused_without_reading_it_all(
     """Over raw ASGI with no Content-Length: the app stops pulling chunks past the limit."""
     app = memory_app(store, KEY, max_body_bytes=100)
     pulled = 0
-    sent: list[dict[str, Any]] = []
+    sent: list[Message] = []
 
-    async def receive() -> dict[str, Any]:
+    async def receive() -> Message:
         nonlocal pulled
         pulled += 1
         return {"type": "http.request", "body": b"x" * 10, "more_body": pulled < 10_000}
 
-    async def send(message: dict[str, Any]) -> None:
+    async def send(message: Message) -> None:
         sent.append(message)
 
-    scope = {
+    scope: Scope = {
         "type": "http",
         "asgi": {"version": "3.0"},
         "http_version": "1.1",
