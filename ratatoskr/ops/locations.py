@@ -13,12 +13,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ratatoskr.affect.interface import AffectStore
-from ratatoskr.affect.postgres.store import open_pg_affect_store
-from ratatoskr.affect.store import open_affect_store
-from ratatoskr.memory.interface import MemoryStore
-from ratatoskr.memory.postgres.store import open_pg_memory_store
-from ratatoskr.memory.store import open_memory_store
+from ratatoskr.affect.postgres.store import PgAffectStore, open_pg_affect_store
+from ratatoskr.affect.store import RatatoskrAffectStore, open_affect_store
+from ratatoskr.memory.postgres.store import PgMemoryStore, open_pg_memory_store
+from ratatoskr.memory.store import RatatoskrMemoryStore, open_memory_store
 from ratatoskr.postgres.database import PgSettings
 from ratatoskr.postgres.jti import PgJtiLedger
 from ratatoskr.postgres.probe import component_version
@@ -27,6 +25,11 @@ from ratatoskr.sqlite.database import DatabaseSettings
 from ratatoskr.sqlite.jti import JtiLedger, ledger_beside
 
 PLANES = ("memory", "affect")
+
+# what ``open_memory`` and ``open_affect`` return: either backend, each with its plane's
+# keyword API (``upsert_many``, ``search``, ...) and the operator surface
+MemoryBackend = RatatoskrMemoryStore | PgMemoryStore
+AffectBackend = RatatoskrAffectStore | PgAffectStore
 
 
 def is_postgres(location: str) -> bool:
@@ -46,7 +49,7 @@ def open_memory(
     pool: PgSettings | None = None,
     clock: Callable[[], float] = time.time,
     mirror_bytes: int | None = None,
-) -> MemoryStore:
+) -> MemoryBackend:
     """The memory store at ``location`` (``mirror_bytes`` concerns SQLite only: a
     PostgreSQL store holds nothing per process)."""
     if is_postgres_url(check_location(location)):
@@ -68,7 +71,7 @@ def open_affect(
     database: DatabaseSettings | None = None,
     pool: PgSettings | None = None,
     clock: Callable[[], float] = time.time,
-) -> AffectStore:
+) -> AffectBackend:
     if is_postgres_url(check_location(location)):
         return open_pg_affect_store(location, settings=pool, clock=clock)
     return open_affect_store(location, settings=database, clock=clock)
