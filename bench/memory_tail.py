@@ -40,7 +40,6 @@ WRITE_BATCH = 500
 FIRST = 100
 WARM_BATCHES = 3  # the writer's batches before the store opens
 CASES = ("end_user", "tenant")
-SQL_SLACK = 3.0  # the first searches' bound: this many times the SQL path's max (``_within``)
 
 
 @dataclass
@@ -247,18 +246,14 @@ def run_tail(
     return result
 
 
-def _within(r: TailResult, case: str) -> str:
-    """Whether the first searches after the store opened stayed within the SQL path's
-    bound: their slowest within ``SQL_SLACK`` times the slowest of the SQL path under the
-    same writer. The worker's load runs beside the first ones: it takes a share of the
-    cores and, between its steps, of the GIL (measured: 1.1 to 2.4 times as slow); a search
-    that waited for the load would take seconds."""
+def _beside_sql(r: TailResult, case: str) -> str:
+    """How the first searches after the store opened compare with the SQL path alone under
+    the same writer: the worker's load runs beside them, sharing the cores and, between its
+    steps, the GIL; a search that waited for the load would take seconds."""
     bound = max(r.sql_only[case].ms, default=float("nan"))
     slowest = max(r.first[case].ms, default=float("nan"))
-    met = slowest <= SQL_SLACK * bound
     return (
-        f"{slowest / bound:.1f} x the SQL path's max under the writer ({bound:,.1f} ms); "
-        f"bound {SQL_SLACK:g} x: " + ("met" if met else "**missed**")
+        f"slowest {slowest / bound:.1f} x the SQL path's slowest under the writer ({bound:,.1f} ms)"
     )
 
 
@@ -299,7 +294,9 @@ def tail_lines(
         lines.append(row(f"SQL path under the writer, mirror off: {case}", r.sql_only[case], extra))
     for case in CASES:
         lines.append(
-            row(f"first {FIRST} after the store opened: {case}", r.first[case], _within(r, case))
+            row(
+                f"first {FIRST} after the store opened: {case}", r.first[case], _beside_sql(r, case)
+            )
         )
     targets = {"end_user": "target max ≤ 50 ms, p99 ≤ 3 ms", "tenant": "target max ≤ 50 ms"}
     for case in CASES:
