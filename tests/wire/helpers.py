@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     # starlette types its TestClient as an httpx2.Client, whose answers are httpx2's
     from httpx2 import Response
 
-KEY = b"k" * 32 + b"-wire-tests"
+KEY = b"k" * 40 + b"-wire-tests"  # 51 bytes: PyJWT asks at least 48 of HS384
 OTHER_KEY = b"o" * 40
 DIM = 8
 TENANT = {"tenant": "acme"}
