@@ -344,8 +344,6 @@ done:
     return result;
 }
 
-/* The hits' embeddings as lists of Python floats, read from the mirror's rows in place:
- * numpy would copy the rows (matrix[rows]) and then convert them (tolist). */
 #define POOL_MAX 65536 /* floats kept for reuse (1.5 MiB): a few searches' embeddings */
 #define POOL_PROBES 4   /* slots looked at for a free float before a new one is made */
 
@@ -394,6 +392,8 @@ pooled_float(double value)
 #endif
 }
 
+/* The hits' embeddings as lists of Python floats, read from the mirror's rows in place:
+ * numpy would copy the rows (matrix[rows]) and then convert them (tolist). */
 static PyObject *
 rows_to_lists(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
