@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: run test system-packages lint console-screenshots bench bench-quick bench-1m bench-http bench-client bench-writers bench-write-modes bench-restore power-cut bench-postgres soak soak-steady token-flood profile-upsert clean
+.PHONY: run test system-packages lint console-screenshots bench bench-quick bench-1m bench-sql-gil bench-http bench-client bench-writers bench-write-modes bench-restore power-cut bench-postgres soak soak-steady token-flood profile-upsert clean
 
 # setup.py builds the optional C accelerators with the machine's C compiler
 $(STAMP): pyproject.toml setup.py ratatoskr/memory/_pack.c ratatoskr/memory/_body.c ratatoskr/memory/_narrow.h ratatoskr/memory/_decimal.h $(wildcard ratatoskr/memory/search/_rank*)
@@ -36,12 +36,14 @@ console-screenshots: $(STAMP)
 	RATATOSKR_CONSOLE_SCREENSHOTS=docs/console $(PY) -m pytest -q tests/console/test_browser.py
 
 # 100k x 768 (with Chroma and LanceDB when the optional extra is installed:
-# pip install -e '.[peers]'; without it they are skipped), then 1M x 384, then upsert_many
-# from 1 and 2 processes and the HTTP load test (their figures are printed; the notes of
-# docs/performance.md quote them), then the client bench. ~30 min in all.
+# pip install -e '.[peers]'; without it they are skipped), then 1M x 384, the SQL route
+# beside a busy thread, upsert_many from 1 and 2 processes and the HTTP load test (their
+# figures are printed; the notes of docs/performance.md quote them), then the client
+# bench. ~30 min in all.
 bench: $(STAMP)
 	$(PY) -m bench.memory_search --peers --tail 30
 	$(MAKE) bench-1m
+	$(MAKE) bench-sql-gil
 	$(MAKE) bench-writers
 	$(MAKE) bench-http
 	$(MAKE) bench-client
@@ -52,6 +54,10 @@ bench-quick: $(STAMP)
 # 1M x 384, loaded through upsert_many in batches of 1,000 (~6 min); its own report file.
 bench-1m: $(STAMP)
 	$(PY) -m bench.memory_search --n 1000000 --dim 384 --batch 1000 --queries 50 --tail 30 --out docs/performance-1m.md
+
+# the SQL route alone and beside a busy Python thread (~30 s)
+bench-sql-gil: $(STAMP)
+	$(PY) -m bench.sql_gil
 
 bench-http: $(STAMP)
 	$(PY) -m bench.http_load --chunks 20000 --duration 60 --workers 2 --concurrency 8

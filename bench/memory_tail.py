@@ -128,7 +128,8 @@ def _route(before: Counter[str], after: Counter[str]) -> str:
     return changed[0] if changed else "?"
 
 
-def _search(store: RatatoskrMemoryStore, rng: np.random.Generator, case: str, dim: int) -> float:
+def search_ms(store: RatatoskrMemoryStore, rng: np.random.Generator, case: str, dim: int) -> float:
+    """One search of a random unit query in a random scope of ``case``: its wall time, ms."""
     raw = rng.standard_normal(dim)
     query = (raw / np.linalg.norm(raw)).tolist()
     if case == "end_user":
@@ -147,7 +148,7 @@ def _sql_path(path: str, dim: int, rng: np.random.Generator) -> dict[str, Timed]
     try:
         for i in range(FIRST):
             case = CASES[i % 2]
-            timed[case].add(_search(store, rng, case, dim), "sql")
+            timed[case].add(search_ms(store, rng, case, dim), "sql")
     finally:
         store.close()
     return timed
@@ -197,7 +198,7 @@ def run_tail(
             while i < FIRST or mirror is None or not mirror.ready:
                 case = CASES[i % 2]
                 before = Counter(routes)
-                ms = _search(store, rng, case, dim)
+                ms = search_ms(store, rng, case, dim)
                 if i < FIRST:
                     first[case].add(ms, _route(before, routes))
                 if mirror is not None and mirror.ready and load_s != load_s:
@@ -216,7 +217,7 @@ def run_tail(
             while time.perf_counter() - started < seconds:
                 case = CASES[i % 2]
                 before = Counter(routes)
-                ms = _search(store, rng, case, dim)
+                ms = search_ms(store, rng, case, dim)
                 steady[case].add(ms, _route(before, routes))
                 i += 1
             elapsed = time.perf_counter() - started

@@ -31,7 +31,7 @@ from typing import Any
 import apsw
 
 from ratatoskr.memory import rules
-from ratatoskr.memory.search.hits import CurrentMark, Gathered, fetch_rows, mirror_hits, sql_hits
+from ratatoskr.memory.search.hits import CurrentMark, Gathered, fetch_rows, mirror_hits
 from ratatoskr.memory.search.mirror import VectorMirror
 from ratatoskr.memory.search.overlay import Overlay, overlay_hits, read_view
 from ratatoskr.memory.search.sql import rank_in_sql
@@ -132,8 +132,7 @@ class SearchEngine:
 
     def _in_sql(self, conn: apsw.Connection, call: rules.SearchCall) -> Hits:
         self.routes["sql"] += 1
-        ranked = rank_in_sql(conn, call, self.embedding_dim)
-        return sql_hits(conn, ranked, call.include_embedding)
+        return rank_in_sql(conn, call, self.embedding_dim)
 
     def _at_snapshot(
         self, conn: apsw.Connection, mirror: VectorMirror, call: rules.SearchCall, quick: bool

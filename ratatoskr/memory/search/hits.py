@@ -84,16 +84,6 @@ def fetch_rows(conn: apsw.Connection, ids: list[str], include_embedding: bool) -
     return {r[0]: r for r in rows}
 
 
-def sql_hits(
-    conn: apsw.Connection, ranked: list[tuple[str, float]], include_embedding: bool
-) -> list[dict[str, Any]]:
-    """The hits of ``ranked`` (id, score), read in the search's snapshot (SQL search)."""
-    if not ranked:
-        return []
-    by_id = fetch_rows(conn, [cid for cid, _ in ranked], include_embedding)
-    return [hit_from_row(by_id[cid], score, include_embedding) for cid, score in ranked]
-
-
 def hit_from_row(row: Row, score: float, include_embedding: bool) -> dict[str, Any]:
     record = stored_record(row[2], row[3], row[4], row[5], include_embedding)
     return rules.search_hit(record, row[0], score, row[1], include_embedding)

@@ -6,61 +6,125 @@ a ``WHERE`` over the indexed axis columns ranked by ``vec_distance_cosine`` in t
 statement; an unscoped one asks ``vec0``. Float32 candidates are picked with a margin, and
 the final scores are recomputed in float64 (``cosine.py``), as the mirror and the reference
 store do.
+
+Each statement returns **one row**: the candidates' ids, records and vectors aggregated in
+SQL (``json_group_array``, and the vector blobs concatenated). apsw lets go of the GIL for
+every step of a statement, and a thread that wants it back while another runs Python waits
+up to the interpreter's switch interval (5 ms) for it. The mirror's worker during its first
+load is such a thread; a search stepping its ~50 rows one at a time beside one busy Python
+thread took up to 165 ms, against 0.5 ms alone, and 30 ms with one step per statement
+(``bench/sql_gil.py``).
 """
 
 from __future__ import annotations
 
+from typing import Any, NamedTuple
+
 import apsw
 import numpy as np
+import orjson
 
 from ratatoskr.memory import rules
 from ratatoskr.memory.search.cosine import cosine_scores, rank
+from ratatoskr.memory.search.hits import Row, hit_from_row
 from ratatoskr.memory.search.ranking import CANDIDATE_MARGIN, SCORE_EPSILON
-from ratatoskr.sqlite.scope_sql import placeholders, scope_condition
+from ratatoskr.sqlite.scope_sql import scope_condition
 
 # a cosine distance is 1 - the score: the same epsilon widens the cut as on the mirror
 DISTANCE_EPSILON = SCORE_EPSILON
 VEC_MAX_K = 4096
 
+# the rows of ``m`` (memory_chunks) in one result row: per row its id, revision, vector key
+# and record JSON, then every float32 vector concatenated (in the same order: one
+# aggregation pass), then, when asked, the float64 vectors' lengths (null: not sent) and the
+# sent ones concatenated
+_ROWS = (
+    "json_group_array(json_array(m.chunk_id, m.revision, m.vector_key, m.record_json)), "
+    "CAST(group_concat(m.embedding, '') AS BLOB), "
+)
+_WIDE = "json_group_array(length(m.vector_f64)), CAST(group_concat(m.vector_f64, '') AS BLOB)"
+_NARROW = "NULL, NULL"
 
-def rank_in_sql(conn: apsw.Connection, call: rules.SearchCall, dim: int) -> list[tuple[str, float]]:
-    """The exact top_k of ``call`` (validated, confined) as (chunk_id, score)."""
-    found = candidates(conn, call)
-    if not found:
+
+class Found(NamedTuple):
+    """Candidate rows read in one statement: (id, revision, vector key, record JSON) each,
+    their float32 vectors as one matrix, and each one's float64 blob (``None``: not sent,
+    or not asked for)."""
+
+    meta: list[list[Any]]
+    matrix: np.ndarray[Any, np.dtype[np.float32]]
+    wide: list[bytes | None]
+
+    def row(self, i: int) -> Row:
+        chunk_id, revision, key, record = self.meta[i]
+        return (chunk_id, revision, key, self.matrix[i].tobytes(), self.wide[i], record)
+
+
+def rank_in_sql(conn: apsw.Connection, call: rules.SearchCall, dim: int) -> list[dict[str, Any]]:
+    """The exact top_k hits of ``call`` (validated, confined), read in ``conn``'s snapshot."""
+    found = candidates(conn, call, dim)
+    if not found.meta:
         return []
-    rows = conn.execute(
-        "SELECT chunk_id, embedding FROM memory_chunks "
-        f"WHERE chunk_id IN ({placeholders(len(found))})",
-        found,
-    ).fetchall()
-    matrix = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32)
-    scores = cosine_scores(matrix.reshape(len(rows), dim), call.vector)
-    return rank([r[0] for r in rows], scores, call.top_k)
+    scores = cosine_scores(found.matrix, call.vector)
+    ranked = rank([m[0] for m in found.meta], scores, call.top_k)
+    at = {m[0]: i for i, m in enumerate(found.meta)}
+    include = call.include_embedding
+    return [hit_from_row(found.row(at[cid]), score, include) for cid, score in ranked]
 
 
-def candidates(conn: apsw.Connection, call: rules.SearchCall) -> list[str]:
+def candidates(conn: apsw.Connection, call: rules.SearchCall, dim: int) -> Found:
     """Every chunk that could be in the exact top_k: the float32 top_k plus all rows whose
     float32 distance lies within ``DISTANCE_EPSILON`` of the k-th."""
     query = call.vector.tobytes()
     want = call.top_k + CANDIDATE_MARGIN
+    wide = _WIDE if call.include_embedding else _NARROW
     condition, params = scope_condition(call.scope_all, call.scope_any)
     if condition == "1" and want <= VEC_MAX_K:
-        rows = conn.execute(
-            "SELECT chunk_id, distance FROM memory_vec WHERE embedding MATCH ? AND k = ?",
-            (query, want),
-        ).fetchall()
+        near = (
+            "SELECT chunk_id AS r, distance AS d FROM memory_vec WHERE embedding MATCH ? AND k = ?"
+        )
+        joined = "m.chunk_id = c.r"
+        near_params: tuple[Any, ...] = (query, want)
     else:
-        rows = conn.execute(
-            f"SELECT chunk_id, vec_distance_cosine(embedding, ?) AS d FROM memory_chunks "
-            f"WHERE {condition} ORDER BY d LIMIT ?",
-            (query, *params, want),
-        ).fetchall()
-    if len(rows) < want or rows[-1][1] > rows[call.top_k - 1][1] + DISTANCE_EPSILON:
-        return [r[0] for r in rows]
-    bound = rows[call.top_k - 1][1] + DISTANCE_EPSILON
-    wide = conn.execute(
-        f"SELECT chunk_id FROM (SELECT chunk_id, vec_distance_cosine(embedding, ?) AS d "
-        f"FROM memory_chunks WHERE {condition}) WHERE d <= ?",
-        (query, *params, bound),
-    ).fetchall()
-    return [r[0] for r in wide]
+        near = (
+            f"SELECT rowid AS r, vec_distance_cosine(embedding, ?) AS d FROM memory_chunks "
+            f"WHERE {condition} ORDER BY d LIMIT ?"
+        )
+        joined = "m.rowid = c.r"
+        near_params = (query, *params, want)
+    count, last, kth, *rows = conn.execute(
+        f"WITH c AS MATERIALIZED ({near}) "
+        f"SELECT count(*), max(c.d), (SELECT d FROM c ORDER BY d LIMIT 1 OFFSET ?), {_ROWS}{wide} "
+        f"FROM c JOIN memory_chunks AS m ON {joined}",
+        (*near_params, call.top_k - 1),
+    ).fetchall()[0]
+    if count < want or last > kth + DISTANCE_EPSILON:
+        return _found(rows, dim)
+    # a crowded cut: every row within the epsilon of the k-th
+    rows = conn.execute(
+        f"SELECT {_ROWS}{wide} FROM (SELECT rowid AS r, vec_distance_cosine(embedding, ?) AS d "
+        f"FROM memory_chunks WHERE {condition}) AS c JOIN memory_chunks AS m ON m.rowid = c.r "
+        "WHERE c.d <= ?",
+        (query, *params, kth + DISTANCE_EPSILON),
+    ).fetchall()[0]
+    return _found(list(rows), dim)
+
+
+def _found(row: list[Any], dim: int) -> Found:
+    """A ``Found`` from the aggregated columns (``_ROWS`` and the float64 pair)."""
+    meta_json, vectors, wide_lengths, wide_blob = row
+    meta: list[list[Any]] = orjson.loads(meta_json)
+    if not meta:
+        return Found([], np.zeros((0, dim), dtype=np.float32), [])
+    blob = vectors if vectors is not None else b""
+    if len(blob) != 4 * dim * len(meta):
+        raise ValueError("a stored embedding does not have the store's dimension")
+    matrix = np.frombuffer(blob, dtype=np.float32).reshape(len(meta), dim)
+    wide: list[bytes | None] = [None] * len(meta)
+    if wide_lengths is not None:
+        offset = 0
+        for i, length in enumerate(orjson.loads(wide_lengths)):
+            if length is not None:
+                wide[i] = wide_blob[offset : offset + length]
+                offset += length
+    return Found(meta, matrix, wide)
