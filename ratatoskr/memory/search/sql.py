@@ -18,6 +18,7 @@ thread took up to 165 ms, against 0.5 ms alone, and 30 ms with one step per stat
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 import apsw
@@ -57,7 +58,7 @@ class Found(NamedTuple):
 
     def row(self, i: int) -> Row:
         chunk_id, revision, key, record = self.meta[i]
-        return (chunk_id, revision, key, self.matrix[i].tobytes(), self.wide[i], record)
+        return (chunk_id, revision, key, self.matrix[i], self.wide[i], record)  # a view
 
 
 def rank_in_sql(conn: apsw.Connection, call: rules.SearchCall, dim: int) -> list[dict[str, Any]]:
@@ -107,10 +108,10 @@ def candidates(conn: apsw.Connection, call: rules.SearchCall, dim: int) -> Found
         "WHERE c.d <= ?",
         (query, *params, kth + DISTANCE_EPSILON),
     ).fetchall()[0]
-    return _found(list(rows), dim)
+    return _found(rows, dim)
 
 
-def _found(row: list[Any], dim: int) -> Found:
+def _found(row: Sequence[Any], dim: int) -> Found:
     """A ``Found`` from the aggregated columns (``_ROWS`` and the float64 pair)."""
     meta_json, vectors, wide_lengths, wide_blob = row
     meta: list[list[Any]] = orjson.loads(meta_json)
