@@ -378,3 +378,20 @@ def test_a_store_nobody_searches_does_not_follow_and_its_next_search_is_exact(
     assert worker.wait_until(lambda m: m.seq >= head, 30)
     pair.agree()
     pair.ours.close()
+
+
+def test_the_worker_reports_the_cpu_its_thread_has_used(tmp_path: Path) -> None:
+    pair = filled(tmp_path, seed=11)
+    worker = pair.ours.engine.worker
+    mirror = pair.ours.mirror
+    assert worker is not None and mirror is not None
+    loaded_cpu = worker.cpu_seconds()
+    assert loaded_cpu is not None and loaded_cpu > 0  # the load ran on its thread
+    seq = mirror.seq
+    pair.write(200, rewrite=50, delete=20)
+    pair.agree()  # a search: the worker follows the writes
+    assert worker.wait_until(lambda m: m.seq > seq, 30)
+    followed_cpu = worker.cpu_seconds()
+    assert followed_cpu is not None and followed_cpu > loaded_cpu
+    pair.ours.close()
+    assert worker.cpu_seconds() is None

@@ -127,6 +127,17 @@ class MirrorWorker:
     def start(self) -> None:
         self._thread.start()
 
+    def cpu_seconds(self) -> float | None:
+        """The CPU time the worker's thread has used so far (its own clock: what its work
+        takes from the searches on a busy machine); ``None`` when it is not running."""
+        ident = self._thread.ident
+        if ident is None or not self._thread.is_alive():
+            return None
+        try:
+            return time.clock_gettime(time.pthread_getcpuclockid(ident))
+        except OSError:  # it ended just now
+            return None
+
     def asked(self) -> None:
         """A search ran on this store: keep following its writes."""
         self._asked_at = time.monotonic()
