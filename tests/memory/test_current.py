@@ -168,6 +168,75 @@ def test_the_changes_beside_the_mirror_are_kept_with_the_mark(
     assert search(store) == search(sql_only)
 
 
+def test_the_mark_outlives_the_worker_bringing_the_mirror_to_its_head(
+    pair: tuple[RatatoskrMemoryStore, RatatoskrMemoryStore], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The worker applying the changes a search found past the mirror does not end that
+    search's mark: the file is still at the head the mark noted, and now the mirror is too,
+    so the next search skips the read transaction and answers as the SQL path does."""
+    store, sql_only = pair
+    settled(store)
+    worker, mirror = store.engine.worker, store.mirror
+    assert worker is not None and mirror is not None
+    with holding("follow", worker) as follow:
+        search(store)
+        assert follow.reached.wait(30)
+        sql_only.upsert_many([chunk("new", vec(1, 1, 0.4))], idempotency_key="b", ctx=CTX)
+        sql_only.delete_many(["c03"])
+        assert search(store) == search(sql_only)  # beside the mirror, noted with the mark
+        seq = mirror.seq
+    settled(store)  # the worker applies them: the mirror is at the mark's head
+    assert mirror.seq > seq
+    assert answered_without_sql(store, monkeypatch)
+    assert search(store) == search(sql_only)
+    assert search(store, scope_all={"end_user": "u1"}) == search(
+        sql_only, scope_all={"end_user": "u1"}
+    )
+
+
+def test_no_mark_is_used_while_the_mirror_may_hold_changes_past_its_head(
+    pair: tuple[RatatoskrMemoryStore, RatatoskrMemoryStore], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A commit that lands after a search checked its mark, and that the worker has read
+    and published in part before the search took the lock, must not be ranked as the
+    file at the mark's head: the search takes the read transaction instead."""
+    store, sql_only = pair
+    settled(store)
+    worker, mirror = store.engine.worker, store.mirror
+    assert worker is not None and mirror is not None
+    u9_scope = {"end_user": "u9"}  # only the batch below is there
+    u9: dict[str, Any] = {"scope_all": u9_scope}
+
+    def u9_without_sql() -> bool:
+        with monkeypatch.context() as patch:
+            patch.setattr(store.db, "read", no_transaction())
+            try:
+                search(store, **u9)
+            except AssertionError:
+                return False
+        return True
+
+    search(store, **u9)
+    noted = store.engine._mark.check(store.db.connection())
+    assert noted is not None and noted[1] == mirror.seq and u9_without_sql()
+    rng = np.random.default_rng(9)
+    batch = [  # float32 vectors and short records: the mirror holds all a hit needs
+        chunk(f"b{i:03d}", rng.standard_normal(DIM).astype(np.float32).tolist(), scope=u9_scope)
+        for i in range(600)
+    ]
+    with holding("follow-staged", worker, skip=1) as staged:  # the first part is published
+        sql_only.upsert_many(batch, idempotency_key="big", ctx=CTX)
+        worker.poke()
+        assert staged.reached.wait(30)
+        assert mirror.published > mirror.seq == noted[1]
+        with monkeypatch.context() as patch:  # as if the commit had come after the check
+            patch.setattr(store.engine._mark, "check", lambda conn: noted)
+            assert not u9_without_sql()
+        assert search(store, top_k=50, **u9) == search(sql_only, top_k=50, **u9)
+    settled(store)
+    assert search(store, top_k=50, **u9) == search(sql_only, top_k=50, **u9)
+
+
 def test_records_not_held_and_float64_embeddings_come_back_verbatim(
     pair: tuple[RatatoskrMemoryStore, RatatoskrMemoryStore],
     monkeypatch: pytest.MonkeyPatch,

@@ -2,10 +2,10 @@
 
 A search walks these steps, each of which may hand it to the next route:
 
-1. **current**: when the file provably has not changed since the mirror last matched it
-   (``CurrentMark``), rank on the mirror without opening a read transaction; the mark
-   may hold the changes past the mirror that matched it too (a ``ChangeView`` of whole
-   rows), ranked beside it as in step 2;
+1. **current**: when the file provably has not changed since this thread's last search
+   read its log head, and the mirror is at that head or the changes the mark holds bring
+   it there (``CurrentMark``), rank on the mirror without opening a read transaction; the
+   changes (a ``ChangeView`` of whole rows) are ranked beside it as in step 2;
 2. **mirror**: lock the mirror, then open a read transaction (so the snapshot holds every
    change the mirror does: the worker applies a change only after reading it), read the
    log's head, and rank on the mirror; when the log is ahead of the mirror, the chunks
@@ -147,7 +147,7 @@ class SearchEngine:
             return None
         overlay, route = None, "mirror"
         if head == seq:
-            self._mark.note(conn, mirror.generation)
+            self._mark.note(conn, head)
         else:
             if self.worker is not None and head - seq > POKE_AHEAD:
                 self.worker.poke()  # far behind: now, rather than at its next look
@@ -162,7 +162,7 @@ class SearchEngine:
                 if self.worker is not None:
                     self.worker.offer(view)
             overlay = view.overlay(conn, call)
-            self._mark.note(conn, mirror.generation, view)  # until the next commit or change
+            self._mark.note(conn, head, view)  # until the next commit
         return self._rank(mirror, call, quick, overlay), overlay, route
 
     def _from_current(self, call: rules.SearchCall, quick: bool) -> Hits | None:
@@ -179,14 +179,20 @@ class SearchEngine:
             return None  # the full path reports it
         if current is None:
             return None
-        version, generation, view = current
-        overlay = view.overlay(None, call) if view is not None else None
-        if view is not None and overlay is None:
-            return None  # a changed chunk's row is needed from the file
+        version, head, view = current
+        overlay = None
+        if view is not None and mirror.seq != head:  # (read again under the lock)
+            overlay = view.overlay(None, call)
+            if overlay is None:
+                return None  # a changed chunk's row is needed from the file
         if not mirror.lock.acquire(blocking=not quick):
             return None
         try:
-            if mirror.generation != generation or not mirror.ready:
+            if not mirror.ready or mirror.published > head:
+                return None  # changes committed since the check may be in the rows
+            if mirror.seq == head:
+                overlay = None  # the mirror holds the file at the head
+            elif overlay is None or view.since != mirror.seq or view.upto != head:
                 return None
             gathered = self._rank(mirror, call, quick, overlay)
         finally:

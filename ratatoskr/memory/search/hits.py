@@ -4,15 +4,26 @@ Hits are built from what the mirror holds (``Gathered``, below: the revision, th
 vector key, the record JSON when short, the embedding as a list); only a record the mirror does not
 hold, or an embedding that was sent in float64, is read from the file.
 
-A search normally opens a read transaction to bring the mirror to the file's snapshot
-(``VectorMirror.sync``). ``CurrentMark`` skips that when nothing can have changed: after a
-sync, it notes per thread the connection, SQLite's data version of that snapshot and the
-mirror's generation. A later search on the same thread runs ``PRAGMA data_version`` (a
-statement is its own read transaction, so the connection looks at the file's WAL header
-again), and when the connection's data version is the same (it changes with every commit
-to the file, by this connection, another one, or another process) and the mirror's
-generation too, the mirror is exactly the file as of that statement: the search sees every
-write acknowledged before it began, without a transaction and the change-log query.
+A search normally opens a read transaction and reads the change log's head, to rank on the
+mirror as of that snapshot (``engine.py``). ``CurrentMark`` skips that when nothing can have
+changed: it notes per thread the connection, SQLite's data version of that snapshot, the
+log's head and the changes past the mirror then (a ``ChangeView``, or none). A later search
+on the same thread runs ``PRAGMA data_version`` (a statement is its own read transaction, so
+the connection looks at the file's WAL header again). When the data version is the same (it
+changes with every commit to the file, by this connection, another one, or another
+process), the file is still at that head, and the search ranks on the mirror, under its
+lock, whenever that proves the mirror holds the file at that head:
+
+- the mirror is at the head (its ``seq``): the worker may have applied the view's changes
+  since the mark was noted, or regrouped, or loaded again;
+- or the mirror is where the view starts, and the view ends at the head: the view's
+  chunks are left out of the mirror and ranked beside it, whatever the worker has already
+  published of them.
+
+Neither holds when the mirror may hold changes past the head (``VectorMirror.published``):
+a commit after the check, read and partly published by the worker before the search took
+the lock. Such a search takes the read transaction, as does any search the mark cannot
+prove current: it sees every write acknowledged before it began.
 """
 
 from __future__ import annotations
@@ -109,22 +120,24 @@ def mirror_hits(
 
 
 class CurrentMark:
-    """Per thread: the connection, its data version and the mirror's generation when the
-    mirror was last brought to that connection's snapshot (see the module's docstring)."""
+    """Per thread: the connection, its data version, the log's head and the changes past
+    the mirror at the last snapshot a search ranked the mirror in (see the module's
+    docstring)."""
 
     def __init__(self) -> None:
         self._local = threading.local()
 
-    def note(self, conn: apsw.Connection, generation: int, view: Any = None) -> None:
-        """Call inside the read transaction the mirror was just synced to, under its lock;
-        ``view``: the changes past the mirror at that snapshot (``overlay.ChangeView``)."""
+    def note(self, conn: apsw.Connection, head: int, view: Any = None) -> None:
+        """Call inside a read transaction whose log head is ``head``; ``view``: the changes
+        past the mirror at that snapshot (``overlay.ChangeView``), ``None`` when the mirror
+        was at the head."""
         # with a cursor of its own for ``check``: a fresh one per statement costs ~0.7 µs
-        self._local.mark = (conn, conn.data_version(), generation, conn.cursor(), view)
+        self._local.mark = (conn, conn.data_version(), head, conn.cursor(), view)
 
     def check(self, conn: apsw.Connection) -> tuple[int, int, Any] | None:
-        """(data version, mirror generation, view) of the mark when the file has not
-        changed since it was noted, else ``None``. The caller compares the generation under
-        the mirror's lock. Raises ``apsw.Error`` when the file cannot be read."""
+        """(data version, log head, view) of the mark when the file has not changed since
+        it was noted, else ``None``. The caller compares the head with the mirror under
+        its lock. Raises ``apsw.Error`` when the file cannot be read."""
         mark = getattr(self._local, "mark", None)
         if mark is None or mark[0] is not conn or not conn.get_autocommit():
             return None

@@ -157,8 +157,8 @@ class VectorMirror:
         self.regroups = 0  # regroups swapped in
         self.ready = False  # read without the lock: searches go to SQL until it is True
         self.searched = False  # a search ranked on it since the last regroup
-        self.generation = 0  # bumped before every change to the rows: a search's proof of
-        # currency (``hits.CurrentMark``) holds only while it stays the same
+        self.generation = 0  # bumped before every change to the rows: the changed chunks'
+        # rows a search found (``overlay.ChangedRows``) hold only while it stays the same
         self._starts: list[tuple[npt.NDArray[np.int32], ...] | None] = [None] * len(AXES)
         self._reset(0)
 
@@ -168,6 +168,9 @@ class VectorMirror:
 
     def _reset(self, capacity: int) -> None:
         self.seq = -1  # the last change-log entry the rows include; -1: none loaded
+        # the last entry whose changes may be in the rows: ``seq``, or past it while the
+        # worker publishes a batch in parts (``hits.CurrentMark`` relies on it)
+        self.published = -1
         self.n = 0
         self.sorted_n = 0  # rows below this are grouped by scope; the rest is the tail
         self.matrix: F32 = np.zeros((capacity, self.dim), dtype=np.float32)
@@ -211,6 +214,7 @@ class VectorMirror:
         for name in _STATE:
             setattr(old, name, getattr(self, name))
             setattr(self, name, getattr(other, name))
+        self.published = self.seq  # a copy or a load is whole at its ``seq``
         self.generation += 1
         self._starts = [None] * len(AXES)
         return old

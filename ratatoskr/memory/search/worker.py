@@ -328,11 +328,13 @@ class MirrorWorker:
         """The lock hold that publishes a part of a batch; the last one moves the mirror's
         ``seq`` to ``upto`` (the changes ``ahead`` are then in it)."""
         self._at("follow-staged")
-        with self.mirror.lock:
+        mirror = self.mirror
+        with mirror.lock:
             started = time.perf_counter()
+            mirror.published = max(mirror.published, upto)
             yield
             if last:
-                self.mirror.seq = upto
+                mirror.seq = upto
                 self.ahead = None
             self._note_pause(started)
 
