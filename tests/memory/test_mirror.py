@@ -226,3 +226,11 @@ def test_the_mirror_object_arrays_go_without_huge_page_advice_and_the_matrix_kee
     matrix = np.zeros((rows // 96, 768), dtype=np.float32)
     assert "hg" in _vma_flags(plain.ctypes.data + (8 << 20))
     assert "hg" in _vma_flags(matrix.ctypes.data + (8 << 20))
+
+
+def test_a_columns_codes_are_those_its_values_get_one_at_a_time() -> None:
+    one, batch = memory_mirror.VectorMirror(DIM, 1 << 20), memory_mirror.VectorMirror(DIM, 1 << 20)
+    for values in (["u1", "u2", None, "u1"], ["u3", "u2", "u4", None], [None, None], []):
+        assert batch.codes_of(2, values) == [one._code(2, v) for v in values]
+    assert batch.values == one.values and batch.values[2] == {"u1": 1, "u2": 2, "u3": 3, "u4": 4}
+    assert batch.codes_of(0, ["t1"]) == [1]  # each axis numbers its own values

@@ -17,6 +17,7 @@ OPS = st.lists(
             st.just("assign"), st.lists(IDS, max_size=40, unique=True), st.integers(0, 10**6)
         ),
         st.tuples(st.just("update"), st.lists(IDS, max_size=10), st.integers(0, 10**6)),
+        st.tuples(st.just("discard"), st.lists(IDS, max_size=10), st.just(0)),
     ),
     max_size=60,
 )
@@ -40,6 +41,11 @@ def test_every_change_leaves_the_mapping_a_dict_would_hold(
             rows = np.arange(row, row + len(key), dtype=np.int64)
             index.assign(ids, rows)
             reference.update(zip(key, rows.tolist(), strict=True))
+        elif op == "discard":
+            assert isinstance(key, list)
+            index.discard(key)
+            for cid in key:
+                reference.pop(cid, None)
         else:
             assert isinstance(key, list)
             pairs = [(cid, row + i) for i, cid in enumerate(key)]
@@ -51,6 +57,8 @@ def test_every_change_leaves_the_mapping_a_dict_would_hold(
     for cid, row in reference.items():
         assert cid in index and index[cid] == row and index.get(cid) == row
     assert index.get("\x00absent") is None and index.get("\x00absent", -1) == -1
+    asked = [*reference, "\x00absent"]
+    assert index.rows_of(asked) == [reference.get(cid, -1) for cid in asked]
     assert "\x00absent" not in index
 
 

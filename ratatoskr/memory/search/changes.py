@@ -100,18 +100,19 @@ class Scratch:
 def prepare(mirror: VectorMirror, found: Sequence[Changed], scratch: Scratch) -> Prepared:
     """What ``place`` needs of rows read from the file (``mirror.CHANGED_COLUMNS``), the
     vectors read into ``scratch`` (valid until its next use)."""
-    count = len(found)
-    code = mirror._code
-    codes = np.array(
-        [(code(0, r[1]), code(1, r[2]), code(2, r[3]), code(3, r[4])) for r in found],
-        dtype=np.int32,
-    ).reshape(count, len(AXES))
-    vectors = scratch.matrix([r[5] for r in found], mirror.dim)
-    norms = row_norms(vectors) if count else np.zeros(0, dtype=np.float64)
+    if not found:
+        empty = np.zeros(0, dtype=np.float64)
+        vectors = np.zeros((0, mirror.dim), dtype=np.float32)
+        codes = np.zeros((len(AXES), 0), dtype=np.int32)
+        return Prepared([], codes, vectors, empty.astype(np.float32), empty, [])
+    columns = list(zip(*found, strict=True))  # a column at a time: no Python call per row
+    codes = np.array([mirror.codes_of(a, columns[1 + a]) for a in range(len(AXES))], dtype=np.int32)
+    vectors = scratch.matrix(columns[5], mirror.dim)
+    norms = row_norms(vectors)
     with np.errstate(divide="ignore"):  # a zero vector: its scores are not finite
         inv_norms = (1.0 / norms).astype(np.float32)
-    payloads = [(r[6], r[7], r[8], r[9]) for r in found]
-    return Prepared([r[0] for r in found], codes.T, vectors, inv_norms, norms, payloads)
+    payloads = list(zip(columns[6], columns[7], columns[8], columns[9], strict=True))
+    return Prepared(list(columns[0]), codes, vectors, inv_norms, norms, payloads)
 
 
 def place(
@@ -131,10 +132,11 @@ def place(
 
 def _stage(mirror: VectorMirror, prepared: Prepared, gone: Sequence[str]) -> Staged:
     rows = mirror.rows
-    held_gone = [cid for cid in gone if cid in rows]
-    gone_at = [rows[cid] for cid in held_gone]
+    gone_rows = rows.rows_of(gone)
+    held_gone = [cid for cid, row in zip(gone, gone_rows, strict=True) if row >= 0]
+    gone_at = [row for row in gone_rows if row >= 0]
     ids, codes = prepared.ids, prepared.codes
-    at = np.array([rows.get(cid, -1) for cid in ids], dtype=np.int64)
+    at = np.array(rows.rows_of(ids), dtype=np.int64)
     kept = at >= 0
     if kept.any():
         held = np.flatnonzero(kept)
@@ -179,9 +181,7 @@ def _publish(mirror: VectorMirror, prepared: Prepared, staged: Staged) -> None:
 
 
 def _settle(mirror: VectorMirror, staged: Staged) -> None:
-    pop = mirror.rows.pop
-    for cid in staged.gone:
-        pop(cid, None)
+    mirror.rows.discard(staged.gone)
     _drop_records(mirror, staged.dying)
 
 

@@ -225,6 +225,16 @@ class VectorMirror:
         self.generation += 1
         self._reset(0)
 
+    def codes_of(self, axis_index: int, values: Sequence[str | None]) -> list[int]:
+        """The codes of ``values`` on one axis (``_code`` of each), looked up in one pass:
+        only a value new to the table takes the slower way."""
+        table = self.values[axis_index]
+        found = [0 if v is None else table.get(v) for v in values]
+        if None not in found:
+            return found  # type: ignore[return-value]  # no None left in it
+        code = self._code
+        return [code(axis_index, v) if c is None else c for c, v in zip(found, values, strict=True)]
+
     def _code(self, axis_index: int, value: str | None) -> int:
         if value is None:
             return 0

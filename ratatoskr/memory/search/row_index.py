@@ -49,6 +49,18 @@ class RowIndex:
     def pop(self, chunk_id: str, default: int | None = None) -> int | None:
         return self._shards[hash(chunk_id) & _MASK].pop(chunk_id, default)
 
+    def rows_of(self, chunk_ids: Iterable[str]) -> list[int]:
+        """The row of each of ``chunk_ids``, ``-1`` for one not mapped: a batch's lookups
+        in one pass, without a method call per id."""
+        shards = self._shards
+        return [shards[hash(cid) & _MASK].get(cid, -1) for cid in chunk_ids]
+
+    def discard(self, chunk_ids: Iterable[str]) -> None:
+        """Unmap each of ``chunk_ids`` that is mapped."""
+        shards = self._shards
+        for cid in chunk_ids:
+            shards[hash(cid) & _MASK].pop(cid, None)
+
     def update(self, pairs: Iterable[tuple[str, int]]) -> None:
         shards = self._shards
         for chunk_id, row in pairs:
