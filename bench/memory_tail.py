@@ -43,7 +43,8 @@ CASES = ("end_user", "tenant")
 P99_MS = 3.0  # the end_user target
 # what each route does, for the report (``engine.py``)
 ROUTES = {
-    "current": "the file unchanged since the mirror matched it: no read transaction",
+    "current": "no read transaction: the file unchanged since this thread's last snapshot, "
+    "and the mirror at its log head or where the changes noted then begin",
     "mirror": "a read transaction; the mirror at the log's head",
     "overlay-shared": "the log ahead of the mirror; its changes as an earlier search or the "
     "worker read them at this head",
@@ -354,7 +355,7 @@ def tail_lines(
         f"{r.max_pause_ms:,.1f} ms, and the longest collection of Python's garbage "
         f"collector {r.gc_ms:,.1f} ms. Routes of the timed searches: "
         + ", ".join(f"{k} {v:,}" for k, v in sorted(routes.items()))
-        + " (current: the file unchanged since the mirror matched it; mirror: synced at the "
+        + " (current: the file unchanged since this thread's last snapshot; mirror: at the "
         "search's snapshot; overlay: the changes since the mirror's entry read by the search "
         "and ranked beside it; overlay-shared: the same, taken from the read of an earlier "
         "search or of the worker at the same head); "
