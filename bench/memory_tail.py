@@ -12,7 +12,10 @@ alternating one end_user (0.1 %) and one tenant (10 %):
 - the first ``FIRST`` searches after the store opened: answered in exact SQL until the
   worker's first load is complete, then from the mirror;
 - then ``SECONDS`` of searches on the loaded mirror: p50, p99 and the maximum per case,
-  and how many were answered from SQL (none should be).
+  and how many were answered from SQL (none should be);
+- last, as the other baseline, ``SECONDS`` more with the same writer on a copy of the file
+  (nothing for the mirror to follow): what this load on the machine alone does to the
+  searches, beside what following the writes adds.
 
 Reported beside them: the writer's rate, the worker's regroups and its longest hold of the
 mirror's lock, and the load average (the machine is shared).
@@ -29,6 +32,7 @@ from dataclasses import dataclass, field
 from multiprocessing.sharedctypes import Synchronized
 from multiprocessing.synchronize import Event
 
+import apsw
 import numpy as np
 
 from bench.memory_data import AGENTS, END_USERS, TENANTS, agent_name, tenant_name, user_name
@@ -88,6 +92,16 @@ class Timed:
 
 
 @dataclass
+class Control:
+    """Searches while the same writer writes to a copy of the file: the original, which
+    nothing changes, is searched; the machine is as loaded, and the mirror has nothing to
+    follow."""
+
+    steady: dict[str, Timed]
+    written_per_s: float
+
+
+@dataclass
 class TailResult:
     seconds: float
     sql_only: dict[str, Timed]  # the SQL path under the writer, mirror off
@@ -101,20 +115,28 @@ class TailResult:
     max_pause_ms: float
     inplace_pause_ms: float  # the longest hold of the lock by a step of an in-place regroup
     failures: int
+    control: Control  # the same writer on a copy of the file
     worker_cpu: float  # the worker thread's CPU time over the timed searches, share of a core
     gc_ms: float  # the longest collection of Python's cyclic GC in this process
     loadavg: tuple[tuple[float, ...], tuple[float, ...]]
 
 
 def _writer(
-    path: str, dim: int, n: int, seed: int, stop: Event, batches: Synchronized[int]
+    path: str,
+    dim: int,
+    n: int,
+    seed: int,
+    stop: Event,
+    batches: Synchronized[int],
+    done: int = 0,
 ) -> None:
-    """The client: 500 new chunks, then the 500 oldest deleted, until ``stop``."""
+    """The client: 500 new chunks, then the 500 oldest deleted, until ``stop``; ``done``:
+    the chunks an earlier writer wrote (and deleted) in this file already."""
     store = open_memory_store(path, embedding_dim=dim, mirror_bytes=0)
     rng = np.random.default_rng(seed)
     ctx = CallContext(actor="tail-writer")
-    oldest = 0  # the loaded chunks go first, then the writer's own
-    written = 0
+    oldest = done  # the loaded chunks go first, then the writers' own
+    written = done
     while not stop.is_set():
         vectors = rng.standard_normal((WRITE_BATCH, dim), dtype=np.float32)
         vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
@@ -165,6 +187,58 @@ def search_ms(store: RatatoskrMemoryStore, rng: np.random.Generator, case: str, 
     return (time.perf_counter() - started) * 1000.0
 
 
+def _started(writer: mp.process.BaseProcess, batches: Synchronized[int]) -> None:
+    """Wait until ``writer`` has written ``WARM_BATCHES`` batches."""
+    while batches.value < WARM_BATCHES:
+        if not writer.is_alive():
+            raise RuntimeError("the tail benchmark's writer died")
+        time.sleep(0.05)
+
+
+def _control(
+    store: RatatoskrMemoryStore, dim: int, n: int, seconds: float, seed: int, done: int
+) -> Control:
+    """``seconds`` of searches on ``store`` while a writer like the first one writes to a
+    copy of its file (``done``: the chunks the first writer wrote there)."""
+    path = store.db.path
+    copy = f"{path}.control"
+    source = apsw.Connection(path, flags=apsw.SQLITE_OPEN_READONLY)
+    try:
+        with apsw.Connection(copy) as target, target.backup("main", source, "main") as backup:
+            backup.step(-1)
+    finally:
+        source.close()
+    context = mp.get_context("spawn")
+    stop = context.Event()
+    batches: Synchronized[int] = context.Value("i", 0)  # type: ignore[assignment]
+    args = (copy, dim, n, seed, stop, batches, done)
+    writer = context.Process(target=_writer, args=args)
+    writer.start()
+    rng = np.random.default_rng(seed + 1)
+    steady = {case: Timed() for case in CASES}
+    routes = store.engine.routes
+    try:
+        _started(writer, batches)
+        written = batches.value
+        started = time.perf_counter()
+        i = 0
+        while time.perf_counter() - started < seconds:
+            case = CASES[i % 2]
+            before = Counter(routes)
+            ms = search_ms(store, rng, case, dim)
+            steady[case].add(ms, _route(before, routes))
+            i += 1
+        elapsed = time.perf_counter() - started
+        written = batches.value - written
+    finally:
+        stop.set()
+        writer.join(60)
+        for suffix in ("", "-wal", "-shm"):
+            if os.path.exists(copy + suffix):
+                os.remove(copy + suffix)
+    return Control(steady, written * WRITE_BATCH / elapsed)
+
+
 def _sql_path(path: str, dim: int, rng: np.random.Generator) -> dict[str, Timed]:
     """``FIRST`` searches, the cases in turn, through a store with the mirror off."""
     timed = {case: Timed() for case in CASES}
@@ -205,10 +279,7 @@ def run_tail(
     writer.start()
     rng = np.random.default_rng(seed + 1)
     try:
-        while batches.value < WARM_BATCHES:
-            if not writer.is_alive():
-                raise RuntimeError("the tail benchmark's writer died")
-            time.sleep(0.05)
+        _started(writer, batches)
         sql_only = _sql_path(path, dim, rng)
         opened = time.perf_counter()
         store = open_memory_store(path, embedding_dim=dim, mirror_bytes=mirror_bytes)
@@ -249,6 +320,9 @@ def run_tail(
             cpu_after = worker.cpu_seconds()
             gc.callbacks.remove(watch)
             written = batches.value - written
+            stop.set()
+            writer.join(60)
+            control = _control(store, dim, n, seconds, seed + 2, batches.value * WRITE_BATCH)
             result = TailResult(
                 seconds=elapsed,
                 sql_only=sql_only,
@@ -262,6 +336,7 @@ def run_tail(
                 max_pause_ms=worker.max_pause * 1000.0,
                 inplace_pause_ms=worker.max_inplace_pause * 1000.0,
                 failures=worker.failures - failures,
+                control=control,
                 worker_cpu=(
                     (cpu_after - cpu_before) / elapsed
                     if cpu_before is not None and cpu_after is not None
@@ -314,7 +389,10 @@ def tail_lines(
         "searches); this process first searches through a store with the mirror off (the SQL "
         f"path under this writer, {FIRST} searches), then opens a store on the file (a worker "
         "starting) and searches on one thread, one end_user and one tenant in turn, "
-        "`top_k=10`. Load average at the "
+        "`top_k=10`. Last, the same writer writes to a copy of the file "
+        f"({r.control.written_per_s:,.0f} chunks/s) while the searches go on on the original, "
+        "which nothing changes: the load on the machine alone, beside what following the "
+        "writes adds. Load average at the "
         f"start {avg}, at the end {avg_end}.",
         "",
         "| searches | count | p50 ms | p99 ms | max ms | answered from SQL | |",
@@ -336,6 +414,18 @@ def tail_lines(
         met = max(timed.ms, default=0.0) <= 50 and (case != "end_user" or timed.pct(99) <= 3)
         verdict = f"{targets[case]}: {'met' if met else '**missed**'}"
         lines.append(row(f"{r.seconds:,.0f} s on the loaded mirror: {case}", timed, verdict))
+    for case in CASES:
+        timed = r.control.steady[case]
+        beside = r.steady[case]
+        if case == "end_user":
+            extra = (
+                f"{timed.over(P99_MS):.2f} % over {P99_MS:g} ms, against "
+                f"{beside.over(P99_MS):.2f} % following the writes"
+            )
+        else:
+            extra = f"p99 against {beside.pct(99):,.2f} ms following the writes"
+        label = f"the same writer on a copy of the file (nothing to follow): {case}"
+        lines.append(row(label, timed, extra))
     lines += route_lines(r.steady["end_user"])
     routes = sum((t.routes for t in r.steady.values()), Counter())
     slowest = sum((t.slowest() for t in r.steady.values()), Counter())
