@@ -187,6 +187,27 @@ def search_ms(store: RatatoskrMemoryStore, rng: np.random.Generator, case: str, 
     return (time.perf_counter() - started) * 1000.0
 
 
+def _search_for(
+    store: RatatoskrMemoryStore,
+    rng: np.random.Generator,
+    dim: int,
+    seconds: float,
+    timed: dict[str, Timed],
+) -> float:
+    """Search for ``seconds``, the cases in turn, each search noted in ``timed`` with its
+    route; the seconds it took."""
+    routes = store.engine.routes
+    started = time.perf_counter()
+    i = 0
+    while time.perf_counter() - started < seconds:
+        case = CASES[i % 2]
+        before = Counter(routes)
+        ms = search_ms(store, rng, case, dim)
+        timed[case].add(ms, _route(before, routes))
+        i += 1
+    return time.perf_counter() - started
+
+
 def _started(writer: mp.process.BaseProcess, batches: Synchronized[int]) -> None:
     """Wait until ``writer`` has written ``WARM_BATCHES`` batches."""
     while batches.value < WARM_BATCHES:
@@ -216,19 +237,10 @@ def _control(
     writer.start()
     rng = np.random.default_rng(seed + 1)
     steady = {case: Timed() for case in CASES}
-    routes = store.engine.routes
     try:
         _started(writer, batches)
         written = batches.value
-        started = time.perf_counter()
-        i = 0
-        while time.perf_counter() - started < seconds:
-            case = CASES[i % 2]
-            before = Counter(routes)
-            ms = search_ms(store, rng, case, dim)
-            steady[case].add(ms, _route(before, routes))
-            i += 1
-        elapsed = time.perf_counter() - started
+        elapsed = _search_for(store, rng, dim, seconds, steady)
         written = batches.value - written
     finally:
         stop.set()
@@ -309,14 +321,7 @@ def run_tail(
             gc.callbacks.append(watch)
             written = batches.value
             cpu_before = worker.cpu_seconds()
-            started = time.perf_counter()
-            while time.perf_counter() - started < seconds:
-                case = CASES[i % 2]
-                before = Counter(routes)
-                ms = search_ms(store, rng, case, dim)
-                steady[case].add(ms, _route(before, routes))
-                i += 1
-            elapsed = time.perf_counter() - started
+            elapsed = _search_for(store, rng, dim, seconds, steady)
             cpu_after = worker.cpu_seconds()
             gc.callbacks.remove(watch)
             written = batches.value - written
