@@ -78,10 +78,14 @@ class Timed:
     def pct(self, q: float) -> float:
         return float(np.percentile(self.ms, q)) if self.ms else float("nan")
 
+    def slower(self, bound_ms: float) -> int:
+        """How many of the searches took longer than ``bound_ms``."""
+        return sum(ms > bound_ms for ms in self.ms)
+
     def over(self, bound_ms: float) -> float:
         """The share of the searches slower than ``bound_ms``, percent (p99 ≤ bound needs
         it under 1)."""
-        return 100.0 * sum(ms > bound_ms for ms in self.ms) / len(self.ms) if self.ms else 0.0
+        return 100.0 * self.slower(bound_ms) / len(self.ms) if self.ms else 0.0
 
     def by_route(self) -> dict[str, Timed]:
         """The searches split by the route that answered them."""
@@ -224,10 +228,12 @@ def _control(
     path = store.db.path
     copy = f"{path}.control"
     source = apsw.Connection(path, flags=apsw.SQLITE_OPEN_READONLY)
+    target = apsw.Connection(copy)
     try:
-        with apsw.Connection(copy) as target, target.backup("main", source, "main") as backup:
+        with target.backup("main", source, "main") as backup:
             backup.step(-1)
     finally:
+        target.close()
         source.close()
     context = mp.get_context("spawn")
     stop = context.Event()
@@ -464,7 +470,7 @@ def tail_lines(
 def route_lines(timed: Timed) -> list[str]:
     """The loaded mirror's end_user searches by the route that answered them: what the
     searches over the p99 target are made of."""
-    slow = sum(ms > P99_MS for ms in timed.ms)
+    slow = timed.slower(P99_MS)
     lines = [
         "",
         f"The loaded mirror's end_user searches by route: {timed.over(P99_MS):.2f} % of them "
@@ -477,8 +483,7 @@ def route_lines(timed: Timed) -> list[str]:
     parts = timed.by_route()
     for route in sorted(parts, key=lambda k: -len(parts[k].ms)):
         part = parts[route]
-        mine = sum(ms > P99_MS for ms in part.ms)
-        share = 100.0 * mine / slow if slow else 0.0
+        share = 100.0 * part.slower(P99_MS) / slow if slow else 0.0
         lines.append(
             f"| {route} | {len(part.ms):,} | {part.pct(50):,.2f} | {part.pct(90):,.2f} | "
             f"{part.over(P99_MS):.1f} % | {share:.0f} % | {ROUTES.get(route, '')} |"

@@ -68,7 +68,7 @@ class Overlay(NamedTuple):
     def excluded(self, mirror: VectorMirror) -> I64:
         """The mirror's rows of the changed chunks, looked up now and left for the searches
         after this one at the same generation (``known``; call under the lock)."""
-        held = [row for row in map(mirror.rows.get, self.changed) if row is not None]
+        held = [row for row in mirror.rows.rows_of(self.changed) if row >= 0]
         rows = np.array(held, dtype=np.int64)
         self.found.rows, self.found.generation = rows, mirror.generation
         return rows

@@ -30,9 +30,6 @@ class RowIndex:
     def __len__(self) -> int:
         return sum(map(len, self._shards))
 
-    def __contains__(self, chunk_id: object) -> bool:
-        return chunk_id in self._shards[hash(chunk_id) & _MASK]
-
     def __getitem__(self, chunk_id: str) -> int:
         return self._shards[hash(chunk_id) & _MASK][chunk_id]
 
@@ -42,12 +39,6 @@ class RowIndex:
     def __iter__(self) -> Iterator[str]:
         for shard in self._shards:
             yield from shard
-
-    def get(self, chunk_id: str, default: int | None = None) -> int | None:
-        return self._shards[hash(chunk_id) & _MASK].get(chunk_id, default)
-
-    def pop(self, chunk_id: str, default: int | None = None) -> int | None:
-        return self._shards[hash(chunk_id) & _MASK].pop(chunk_id, default)
 
     def rows_of(self, chunk_ids: Iterable[str]) -> list[int]:
         """The row of each of ``chunk_ids``, ``-1`` for one not mapped: a batch's lookups
