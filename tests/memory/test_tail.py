@@ -155,7 +155,7 @@ def test_the_changed_rows_one_search_found_serve_the_next_until_the_rows_change(
     """The mirror's rows of the changed chunks are looked up once per view and shared;
     once the worker publishes a part of the batch, the next search looks them up again,
     and every search answers as the reference does."""
-    monkeypatch.setattr(worker_module, "APPLY_ROWS", 8)  # a batch published in parts
+    monkeypatch.setattr(worker_module, "STEP_ROWS", 8)  # a batch published in parts
     pair = filled(tmp_path, 9)
     ours = pair.ours
     with staged_batch(pair) as (worker, first):
@@ -396,3 +396,43 @@ def test_the_worker_reports_the_cpu_its_thread_has_used(tmp_path: Path) -> None:
     assert followed_cpu is not None and followed_cpu > loaded_cpu
     pair.ours.close()
     assert worker.cpu_seconds() is None
+
+
+def _head(store: RatatoskrMemoryStore) -> int:
+    with store.db.read() as conn:
+        return int(conn.execute("SELECT max(seq) FROM memory_changes").fetchall()[0][0])
+
+
+def test_the_worker_follows_the_writes_only_once_the_searches_under_way_return(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(worker_module, "QUIET_WAIT_SECONDS", 3600.0)  # no bound: it waits
+    pair = filled(tmp_path, seed=13)
+    in_flight, worker = pair.ours.engine.in_flight, pair.ours.engine.worker
+    assert worker is not None
+    in_flight.begin()  # a search under way, as long as the test says
+    pair.write(40, rewrite=10, delete=5)
+    head = _head(pair.ours)
+    worker.poke()
+    assert not worker.wait_until(lambda m: m.seq >= head, 0.5)
+    pair.agree()  # the searches meanwhile answer beside the mirror, exactly
+    in_flight.end()
+    assert in_flight.idle
+    assert worker.wait_until(lambda m: m.seq >= head, 30)
+    pair.agree()
+    pair.ours.close()
+
+
+def test_searches_that_never_stop_do_not_stop_the_worker_following(tmp_path: Path) -> None:
+    pair = filled(tmp_path, seed=17)
+    in_flight, worker = pair.ours.engine.in_flight, pair.ours.engine.worker
+    assert worker is not None
+    in_flight.begin()  # always a search under way: each step waits its bound, then runs
+    for _ in range(3):
+        pair.write(300, rewrite=20, delete=10)  # more rows than one step takes
+    head = _head(pair.ours)
+    worker.poke()
+    assert worker.wait_until(lambda m: m.seq >= head, 30)
+    pair.agree()
+    in_flight.end()
+    pair.ours.close()

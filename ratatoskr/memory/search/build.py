@@ -55,11 +55,16 @@ class Behind(Exception):
 
 
 def read_changes(
-    conn: apsw.Connection, since: int, limit: int | None = None
+    conn: apsw.Connection,
+    since: int,
+    limit: int | None = None,
+    pause: Pause | None = None,
+    per_step: int = FETCH_IDS,
 ) -> tuple[int, int, list[Changed], list[str]]:
     """In ``conn``'s read transaction: (head, upto, found, gone), the chunks logged after
     entry ``since`` up to ``upto`` (at most ``limit`` entries on), as stored now (``found``)
-    or deleted (``gone``). Raises ``Behind`` when the log cannot say what changed."""
+    or deleted (``gone``), read ``per_step`` at a time with ``pause`` between. Raises
+    ``Behind`` when the log cannot say what changed."""
     head, floor = conn.execute(
         "SELECT (SELECT max(seq) FROM memory_changes), (SELECT min(seq) FROM memory_changes)"
     ).fetchall()[0]
@@ -76,16 +81,25 @@ def read_changes(
             (since, upto),
         ).fetchall()
     ]
-    found: list[Changed] = chunk_rows(conn, CHANGED_COLUMNS, ids)
+    found: list[Changed] = chunk_rows(conn, CHANGED_COLUMNS, ids, pause, per_step)
     present = {r[0] for r in found}
     return head, upto, found, [cid for cid in ids if cid not in present]
 
 
-def chunk_rows(conn: apsw.Connection, columns: str, ids: list[str]) -> list[Any]:
-    """``columns`` of the stored chunks among ``ids``, ``FETCH_IDS`` ids per statement."""
+def chunk_rows(
+    conn: apsw.Connection,
+    columns: str,
+    ids: list[str],
+    pause: Pause | None = None,
+    per_step: int = FETCH_IDS,
+) -> list[Any]:
+    """``columns`` of the stored chunks among ``ids``, ``per_step`` ids per statement, with
+    ``pause`` between two."""
     rows: list[Any] = []
-    for lo in range(0, len(ids), FETCH_IDS):
-        part = ids[lo : lo + FETCH_IDS]
+    for lo in range(0, len(ids), per_step):
+        if lo and pause is not None:
+            pause()
+        part = ids[lo : lo + per_step]
         rows += conn.execute(
             f"SELECT {columns} FROM memory_chunks WHERE chunk_id IN ({placeholders(len(part))})",
             part,

@@ -54,16 +54,6 @@ class Prepared(NamedTuple):
     norms: F64
     payloads: list[Payload]
 
-    def part(self, lo: int, hi: int) -> Prepared:
-        return Prepared(
-            self.ids[lo:hi],
-            self.codes[:, lo:hi],
-            self.vectors[lo:hi],
-            self.inv_norms[lo:hi],
-            self.norms[lo:hi],
-            self.payloads[lo:hi],
-        )
-
 
 class Staged(NamedTuple):
     """A batch written past the mirror's rows, and what publishing it changes."""

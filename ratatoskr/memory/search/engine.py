@@ -32,6 +32,7 @@ import apsw
 
 from ratatoskr.memory import rules
 from ratatoskr.memory.search.hits import CurrentMark, Gathered, fetch_rows, mirror_hits
+from ratatoskr.memory.search.in_flight import InFlight
 from ratatoskr.memory.search.mirror import VectorMirror
 from ratatoskr.memory.search.overlay import Overlay, overlay_hits, read_view
 from ratatoskr.memory.search.sql import rank_in_sql
@@ -70,7 +71,8 @@ class SearchEngine:
         self.mirror = mirror
         self._mark = CurrentMark()
         self.routes: Counter[str] = Counter()  # searches answered per route (approximate)
-        self.worker = MirrorWorker(db, mirror) if mirror is not None else None
+        self.in_flight = InFlight()  # the worker steps aside for them (``in_flight.py``)
+        self.worker = MirrorWorker(db, mirror, self.in_flight) if mirror is not None else None
         if self.worker is not None:
             self.worker.start()
 
@@ -96,8 +98,16 @@ class SearchEngine:
     def search(self, call: rules.SearchCall, *, quick: bool = False) -> Hits | None:
         """The hits of a validated, confined call; ``None`` only in ``quick`` mode, when
         the search is not cheap for sure (nothing was done that needs undoing)."""
-        if self.worker is not None:
-            self.worker.asked()
+        if self.worker is None:
+            return self._search(call, quick)
+        self.worker.asked()
+        self.in_flight.begin()
+        try:
+            return self._search(call, quick)
+        finally:
+            self.in_flight.end()
+
+    def _search(self, call: rules.SearchCall, quick: bool) -> Hits | None:
         hits = self._from_current(call, quick)
         if hits is not None:
             self.routes["current"] += 1

@@ -7,7 +7,8 @@ no search ever waits for that work.
   or gone backwards: a restored file) drops the mirror and loads it again the same way.
 - **follow**: every ``POLL_SECONDS``, or at once when a search finds the log far ahead of
   the mirror (``poke``), it reads the new entries and brings them in (``changes.py``),
-  holding the lock only to publish ``APPLY_ROWS`` rows at a time; meanwhile searches
+  in steps of ``STEP_ROWS`` rows (read, prepared, then published under the lock), and
+  before each step it lets the searches under way return (``in_flight.py``); meanwhile searches
   answer with the changes beside the mirror (``overlay.py``), taking them from the
   worker's own read (``ahead``) when it read them at the log's head.
   A process no search has asked of for ``FOLLOW_IDLE_SECONDS`` does not follow: a writer
@@ -37,6 +38,7 @@ import apsw
 
 from ratatoskr.memory.search import build, changes, inplace
 from ratatoskr.memory.search.build import Behind
+from ratatoskr.memory.search.in_flight import InFlight
 from ratatoskr.memory.search.mirror import Changed, VectorMirror
 from ratatoskr.memory.search.overlay import ChangeView
 from ratatoskr.memory.search.row_index import RowIndex
@@ -45,7 +47,9 @@ from ratatoskr.sqlite.database import Database
 POLL_SECONDS = 0.02  # how often an idle worker looks at the change log
 RETRY_SECONDS = 0.5  # after a failure
 FOLLOW_ENTRIES = 4096  # change-log entries read per step
-APPLY_ROWS = 256  # rows applied per hold of the lock (~0.3 ms)
+STEP_ROWS = 128  # rows read, prepared or published per step of a follow (~0.3 ms each)
+QUIET_WAIT_SECONDS = 0.002  # the longest a step of a follow or a regroup waits for searches
+QUIET_POLL_SECONDS = 0.0001  # how often it looks meanwhile
 PAUSE_FOLLOW_SECONDS = 0.002  # a build step follows the log at most this often
 SWAP_BACKLOG = 256  # entries the log may be ahead of a copy when the worker swaps it in
 FOLLOW_IDLE_SECONDS = 5.0  # a mirror no search asked of for this long is not followed
@@ -100,9 +104,12 @@ def holding(point: str, worker: MirrorWorker | None = None, skip: int = 0) -> It
 class MirrorWorker:
     """The thread that keeps one store's mirror (see the module's docstring)."""
 
-    def __init__(self, db: Database, mirror: VectorMirror) -> None:
+    def __init__(
+        self, db: Database, mirror: VectorMirror, in_flight: InFlight | None = None
+    ) -> None:
         self.db = db
         self.mirror = mirror
+        self._in_flight = in_flight  # the searches it steps aside for
         self.failures = 0  # steps that failed (and were tried again)
         self.max_pause = 0.0  # the longest hold of the lock by a step, seconds
         self.max_inplace_pause = 0.0  # the longest of them by a step of an in-place regroup
@@ -236,9 +243,23 @@ class MirrorWorker:
             raise Stopped
         time.sleep(0)  # releases the GIL: a search waiting for it runs now
 
+    def _quiet(self) -> None:
+        """Before a step of a follow or a regroup: let the searches under way return first,
+        for at most ``QUIET_WAIT_SECONDS`` (``in_flight.py``). A load does not wait: the
+        searches meanwhile run in SQL, far longer than its steps."""
+        in_flight = self._in_flight
+        if in_flight is None or in_flight.idle:
+            return
+        deadline = time.monotonic() + QUIET_WAIT_SECONDS
+        while not in_flight.idle and time.monotonic() < deadline:
+            if self._stopping.is_set():
+                raise Stopped
+            time.sleep(QUIET_POLL_SECONDS)
+
     def _pause(self) -> None:
-        """Between two steps of a load or a regroup: also keep the live mirror current."""
+        """Between two steps of a regroup: also keep the live mirror current."""
         self._yield()
+        self._quiet()
         if self.mirror.ready and time.monotonic() - self._followed_at >= PAUSE_FOLLOW_SECONDS:
             self._follow()
 
@@ -295,8 +316,11 @@ class MirrorWorker:
         self._at("follow")
         while True:
             self._followed_at = time.monotonic()
+            self._quiet()
             with self.db.read() as conn:
-                head, upto, found, gone = build.read_changes(conn, mirror.seq, FOLLOW_ENTRIES)
+                head, upto, found, gone = build.read_changes(
+                    conn, mirror.seq, FOLLOW_ENTRIES, self._quiet, STEP_ROWS
+                )
             if upto == mirror.seq:
                 return
             if upto == head:
@@ -311,17 +335,18 @@ class MirrorWorker:
             self._yield()
 
     def _apply(self, found: list[Changed], gone: list[str], upto: int) -> None:
-        """Bring the rows read into the live mirror, a lock hold per ``APPLY_ROWS``; the
-        last one moves its ``seq`` to ``upto``."""
+        """Bring the rows read into the live mirror, ``STEP_ROWS`` at a time, prepared
+        outside the lock and published under it; the last step moves its ``seq`` to
+        ``upto``."""
         mirror = self.mirror
-        prepared = changes.prepare(mirror, found, self._scratch)  # outside the lock
-        steps = max(1, -(-max(len(found), len(gone)) // APPLY_ROWS))
+        steps = max(1, -(-max(len(found), len(gone)) // STEP_ROWS))
         for step in range(steps):
-            lo, hi = step * APPLY_ROWS, (step + 1) * APPLY_ROWS
+            lo, hi = step * STEP_ROWS, (step + 1) * STEP_ROWS
             last = step == steps - 1
-            changes.place(mirror, prepared.part(lo, hi), gone[lo:hi], self._publishing(upto, last))
-            if not last:
-                time.sleep(0)
+            self._quiet()
+            prepared = changes.prepare(mirror, found[lo:hi], self._scratch)
+            self._quiet()
+            changes.place(mirror, prepared, gone[lo:hi], self._publishing(upto, last))
 
     @contextmanager
     def _publishing(self, upto: int, last: bool) -> Iterator[None]:
