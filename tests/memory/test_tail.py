@@ -436,3 +436,21 @@ def test_searches_that_never_stop_do_not_stop_the_worker_following(tmp_path: Pat
     pair.agree()
     in_flight.end()
     pair.ours.close()
+
+
+def test_a_search_under_way_for_longer_than_the_wait_does_not_hold_the_worker(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(worker_module, "QUIET_WAIT_SECONDS", 5.0)  # three steps: 15 s
+    pair = filled(tmp_path, seed=23)
+    in_flight, worker = pair.ours.engine.in_flight, pair.ours.engine.worker
+    assert worker is not None
+    in_flight.begin()
+    in_flight.since -= 60.0  # a long search: it began a minute ago
+    pair.write(40, rewrite=10, delete=5)
+    head = _head(pair.ours)
+    worker.poke()
+    assert worker.wait_until(lambda m: m.seq >= head, 3.0)
+    in_flight.end()
+    pair.agree()
+    pair.ours.close()

@@ -245,13 +245,15 @@ class MirrorWorker:
 
     def _quiet(self) -> None:
         """Before a step of a follow or a regroup: let the searches under way return first,
-        for at most ``QUIET_WAIT_SECONDS`` (``in_flight.py``). A load does not wait: the
-        searches meanwhile run in SQL, far longer than its steps."""
+        for at most ``QUIET_WAIT_SECONDS`` from now or from when they began (``in_flight.py``).
+        A load does not wait: the searches meanwhile run in SQL, far longer than its steps."""
         in_flight = self._in_flight
         if in_flight is None or in_flight.idle:
             return
         deadline = time.monotonic() + QUIET_WAIT_SECONDS
-        while not in_flight.idle and time.monotonic() < deadline:
+        while not in_flight.idle and time.monotonic() < min(
+            deadline, in_flight.since + QUIET_WAIT_SECONDS
+        ):
             if self._stopping.is_set():
                 raise Stopped
             time.sleep(QUIET_POLL_SECONDS)
