@@ -22,6 +22,7 @@ from ratatoskr.memory.search import build, inplace
 from ratatoskr.memory.search import mirror as memory_mirror
 from ratatoskr.memory.search import worker as worker_module
 from ratatoskr.memory.search.engine import LOADING_REASON
+from ratatoskr.memory.search.in_flight import InFlight
 from ratatoskr.memory.search.worker import Hold, MirrorWorker, holding
 from ratatoskr.memory.store import RatatoskrMemoryStore, open_memory_store
 from tests.memory.helpers import CTX, DIM, chunk, loaded, settled
@@ -403,17 +404,29 @@ def _head(store: RatatoskrMemoryStore) -> int:
         return int(conn.execute("SELECT max(seq) FROM memory_changes").fetchall()[0][0])
 
 
+def _written_under_a_search(
+    pair: Pair, batches: int = 1, new: int = 40, began_ago: float = 0.0
+) -> tuple[MirrorWorker, InFlight, int]:
+    """A search under way in ``pair.ours`` (as long as the test says; begun ``began_ago``
+    seconds ago), then ``batches`` writes of ``new`` chunks and a few rewrites and
+    deletes: the worker, the count and the log's head, the worker woken."""
+    in_flight, worker = pair.ours.engine.in_flight, pair.ours.engine.worker
+    assert worker is not None
+    in_flight.begin()
+    in_flight.since -= began_ago
+    for _ in range(batches):
+        pair.write(new, rewrite=10, delete=5)
+    head = _head(pair.ours)
+    worker.poke()
+    return worker, in_flight, head
+
+
 def test_the_worker_follows_the_writes_only_once_the_searches_under_way_return(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(worker_module, "QUIET_WAIT_SECONDS", 3600.0)  # no bound: it waits
     pair = filled(tmp_path, seed=13)
-    in_flight, worker = pair.ours.engine.in_flight, pair.ours.engine.worker
-    assert worker is not None
-    in_flight.begin()  # a search under way, as long as the test says
-    pair.write(40, rewrite=10, delete=5)
-    head = _head(pair.ours)
-    worker.poke()
+    worker, in_flight, head = _written_under_a_search(pair)
     assert not worker.wait_until(lambda m: m.seq >= head, 0.5)
     pair.agree()  # the searches meanwhile answer beside the mirror, exactly
     in_flight.end()
@@ -425,13 +438,9 @@ def test_the_worker_follows_the_writes_only_once_the_searches_under_way_return(
 
 def test_searches_that_never_stop_do_not_stop_the_worker_following(tmp_path: Path) -> None:
     pair = filled(tmp_path, seed=17)
-    in_flight, worker = pair.ours.engine.in_flight, pair.ours.engine.worker
-    assert worker is not None
-    in_flight.begin()  # always a search under way: each step waits its bound, then runs
-    for _ in range(3):
-        pair.write(300, rewrite=20, delete=10)  # more rows than one step takes
-    head = _head(pair.ours)
-    worker.poke()
+    # always a search under way, and more rows than one step takes: each step waits its
+    # bound, then runs
+    worker, in_flight, head = _written_under_a_search(pair, batches=3, new=300)
     assert worker.wait_until(lambda m: m.seq >= head, 30)
     pair.agree()
     in_flight.end()
@@ -443,13 +452,7 @@ def test_a_search_under_way_for_longer_than_the_wait_does_not_hold_the_worker(
 ) -> None:
     monkeypatch.setattr(worker_module, "QUIET_WAIT_SECONDS", 5.0)  # three steps: 15 s
     pair = filled(tmp_path, seed=23)
-    in_flight, worker = pair.ours.engine.in_flight, pair.ours.engine.worker
-    assert worker is not None
-    in_flight.begin()
-    in_flight.since -= 60.0  # a long search: it began a minute ago
-    pair.write(40, rewrite=10, delete=5)
-    head = _head(pair.ours)
-    worker.poke()
+    worker, in_flight, head = _written_under_a_search(pair, began_ago=60.0)
     assert worker.wait_until(lambda m: m.seq >= head, 3.0)
     in_flight.end()
     pair.agree()
