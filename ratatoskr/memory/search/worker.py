@@ -104,9 +104,7 @@ def holding(point: str, worker: MirrorWorker | None = None, skip: int = 0) -> It
 class MirrorWorker:
     """The thread that keeps one store's mirror (see the module's docstring)."""
 
-    def __init__(
-        self, db: Database, mirror: VectorMirror, in_flight: InFlight | None = None
-    ) -> None:
+    def __init__(self, db: Database, mirror: VectorMirror, in_flight: InFlight) -> None:
         self.db = db
         self.mirror = mirror
         self._in_flight = in_flight  # the searches it steps aside for
@@ -248,7 +246,7 @@ class MirrorWorker:
         for at most ``QUIET_WAIT_SECONDS`` from now or from when they began (``in_flight.py``).
         A load does not wait: the searches meanwhile run in SQL, far longer than its steps."""
         in_flight = self._in_flight
-        if in_flight is None or in_flight.idle:
+        if in_flight.idle:
             return
         deadline = time.monotonic() + QUIET_WAIT_SECONDS
         while not in_flight.idle and time.monotonic() < min(
