@@ -121,6 +121,7 @@ class TailResult:
     failures: int
     control: Control  # the same writer on a copy of the file
     worker_cpu: float  # the worker thread's CPU time over the timed searches, share of a core
+    worker_phases: dict[str, float]  # the same by phase of its work (``work_clock.py``)
     gc_ms: float  # the longest collection of Python's cyclic GC in this process
     loadavg: tuple[tuple[float, ...], tuple[float, ...]]
 
@@ -326,9 +327,9 @@ def run_tail(
             watch = GcWatch()
             gc.callbacks.append(watch)
             written = batches.value
-            cpu_before = worker.cpu_seconds()
+            cpu_before, phases_before = worker.cpu_seconds(), worker.cpu_by_phase()
             elapsed = _search_for(store, rng, dim, seconds, steady)
-            cpu_after = worker.cpu_seconds()
+            cpu_after, phases_after = worker.cpu_seconds(), worker.cpu_by_phase()
             gc.callbacks.remove(watch)
             written = batches.value - written
             stop.set()
@@ -353,6 +354,10 @@ def run_tail(
                     if cpu_before is not None and cpu_after is not None
                     else float("nan")
                 ),
+                worker_phases={
+                    name: (spent - phases_before.get(name, 0.0)) / elapsed
+                    for name, spent in phases_after.items()
+                },
                 gc_ms=watch.longest * 1000.0,
                 loadavg=(loadavg_start, os.getloadavg()),
             )
@@ -452,7 +457,7 @@ def tail_lines(
         )
         + f"; {r.reloads} loads from the file, "
         f"{r.failures} failed steps) and its thread used {100 * r.worker_cpu:,.1f} % of a "
-        "core; its longest hold of the mirror's lock was "
+        f"core ({_phases(r.worker_phases)}); its longest hold of the mirror's lock was "
         f"{r.max_pause_ms:,.1f} ms, and the longest collection of Python's garbage "
         f"collector {r.gc_ms:,.1f} ms. Routes of the timed searches: "
         + ", ".join(f"{k} {v:,}" for k, v in sorted(routes.items()))
@@ -465,6 +470,12 @@ def tail_lines(
         + ".",
     ]
     return lines
+
+
+def _phases(shares: dict[str, float]) -> str:
+    """The worker's share of a core by phase, largest first (those over 0.05 %)."""
+    kept = sorted(((s, k) for k, s in shares.items() if s >= 0.0005), reverse=True)
+    return ", ".join(f"{k} {100 * s:.1f} %" for s, k in kept) or "no phase over 0.05 %"
 
 
 def route_lines(timed: Timed) -> list[str]:

@@ -395,8 +395,30 @@ def test_the_worker_reports_the_cpu_its_thread_has_used(tmp_path: Path) -> None:
     assert worker.wait_until(lambda m: m.seq > seq, 30)
     followed_cpu = worker.cpu_seconds()
     assert followed_cpu is not None and followed_cpu > loaded_cpu
+    phases = worker.cpu_by_phase()
+    assert phases["load"] > 0 and phases["follow: read"] > 0 and phases["follow: place"] > 0
+    assert sum(phases.values()) <= followed_cpu  # a part of the thread's time, by phase
     pair.ours.close()
     assert worker.cpu_seconds() is None
+
+
+@pytest.mark.usefixtures("small_regroups")
+def test_the_worker_reports_a_regroups_cpu_apart_from_the_follows(tmp_path: Path) -> None:
+    pair = filled(tmp_path, seed=19)
+    worker, mirror = pair.ours.engine.worker, pair.ours.mirror
+    assert worker is not None and mirror is not None
+    assert "regroup: build" not in worker.cpu_by_phase()  # loaded, nothing to regroup
+    regroups = mirror.regroups
+    for _ in range(8):
+        pair.write(30, rewrite=10, delete=10)
+        pair.agree()  # a mirror being searched regroups when its tail passes its share
+        if worker.wait_until(lambda m: m.regroups > regroups, 5):
+            break
+    assert mirror.regroups > regroups
+    phases = worker.cpu_by_phase()
+    assert phases["regroup: build"] > 0 and phases["regroup: catch up"] > 0
+    assert phases["follow: read"] > 0
+    pair.ours.close()
 
 
 def _head(store: RatatoskrMemoryStore) -> int:

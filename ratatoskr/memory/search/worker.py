@@ -20,9 +20,11 @@ no search ever waits for that work.
   the budget: when the live mirror and the copy do not both fit, it regroups in place,
   in steps of a bounded pause (``inplace.py``).
 
-The worker is the only thread that changes the mirror. Whatever fails (the file replaced
-or unreadable, memory) leaves the live mirror as it was, serving; the worker tries again
-after ``RETRY_SECONDS``. ``stop`` ends it within one step, a load included.
+Its thread's CPU time is kept by phase (``work_clock.py``): what each part of this work
+costs the searches on a busy machine. The worker is the only thread that changes the
+mirror. Whatever fails (the file replaced or unreadable, memory) leaves the live mirror as
+it was, serving; the worker tries again after ``RETRY_SECONDS``. ``stop`` ends it within
+one step, a load included.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ from ratatoskr.memory.search.in_flight import InFlight
 from ratatoskr.memory.search.mirror import Changed, VectorMirror
 from ratatoskr.memory.search.overlay import ChangeView
 from ratatoskr.memory.search.row_index import RowIndex
+from ratatoskr.memory.search.work_clock import WorkClock
 from ratatoskr.sqlite.database import Database
 
 POLL_SECONDS = 0.02  # how often an idle worker looks at the change log
@@ -111,6 +114,7 @@ class MirrorWorker:
         self.failures = 0  # steps that failed (and were tried again)
         self.max_pause = 0.0  # the longest hold of the lock by a step, seconds
         self.max_inplace_pause = 0.0  # the longest of them by a step of an in-place regroup
+        self.clock = WorkClock()  # its thread's CPU time by phase (``cpu_by_phase``)
         self._stopping = threading.Event()
         self._wake = threading.Event()
         self._conn: apsw.Connection | None = None
@@ -142,6 +146,14 @@ class MirrorWorker:
             return time.clock_gettime(time.pthread_getcpuclockid(ident))
         except OSError:  # it ended just now
             return None
+
+    def cpu_by_phase(self) -> dict[str, float]:
+        """The CPU seconds the worker's thread has spent so far in each phase of its work:
+        ``load``, ``follow: read`` (the changed rows, from the file), ``follow: prepare``,
+        ``follow: place`` (into the live mirror), ``regroup: build`` (the sorted copy, or
+        ``regroup: in place``), ``regroup: catch up`` (the log, into the copy),
+        ``regroup: release``, ``waiting`` (for the searches under way) and ``other``."""
+        return self.clock.seconds()
 
     def asked(self) -> None:
         """A search ran on this store: keep following its writes."""
@@ -188,7 +200,8 @@ class MirrorWorker:
             try:
                 if self._conn is None and not self.db.in_memory:
                     self._conn = self.db.connection()
-                self._cycle()
+                with self.clock.phase("other"):
+                    self._cycle()
             except Stopped:
                 return
             except Exception as exc:  # the live mirror stays as it was, serving
@@ -239,7 +252,8 @@ class MirrorWorker:
         """Between two steps: end if the store closes, and let other threads run."""
         if self._stopping.is_set():
             raise Stopped
-        time.sleep(0)  # releases the GIL: a search waiting for it runs now
+        with self.clock.phase("waiting"):
+            time.sleep(0)  # releases the GIL: a search waiting for it runs now
 
     def _quiet(self) -> None:
         """Before a step of a follow or a regroup: let the searches under way return first,
@@ -248,13 +262,14 @@ class MirrorWorker:
         in_flight = self._in_flight
         if in_flight.idle:
             return
-        deadline = time.monotonic() + QUIET_WAIT_SECONDS
-        while not in_flight.idle and time.monotonic() < min(
-            deadline, in_flight.since + QUIET_WAIT_SECONDS
-        ):
-            if self._stopping.is_set():
-                raise Stopped
-            time.sleep(QUIET_POLL_SECONDS)
+        with self.clock.phase("waiting"):
+            deadline = time.monotonic() + QUIET_WAIT_SECONDS
+            while not in_flight.idle and time.monotonic() < min(
+                deadline, in_flight.since + QUIET_WAIT_SECONDS
+            ):
+                if self._stopping.is_set():
+                    raise Stopped
+                time.sleep(QUIET_POLL_SECONDS)
 
     def _pause(self) -> None:
         """Between two steps of a regroup: also keep the live mirror current."""
@@ -273,7 +288,8 @@ class MirrorWorker:
                 if int(head.fetchall()[0][0]) == self._budget_head:
                     return  # nothing changed since it did not fit
         self._at("load-started")
-        fresh = build.load(self.db, mirror.dim, mirror.max_bytes, self._yield, self._at)
+        with self.clock.phase("load"):
+            fresh = build.load(self.db, mirror.dim, mirror.max_bytes, self._yield, self._at)
         if fresh is None:
             with self.db.read() as conn:
                 head = conn.execute("SELECT coalesce(max(seq), 0) FROM memory_changes")
@@ -282,7 +298,8 @@ class MirrorWorker:
             self._notify()
             return
         self._at("load-scanned")
-        self._catch_up(fresh, self._yield)
+        with self.clock.phase("load"):
+            self._catch_up(fresh, self._yield)
         if fresh.used_bytes() > mirror.max_bytes:
             mirror.over_budget = True
             self._notify()
@@ -317,7 +334,7 @@ class MirrorWorker:
         while True:
             self._followed_at = time.monotonic()
             self._quiet()
-            with self.db.read() as conn:
+            with self.clock.phase("follow: read"), self.db.read() as conn:
                 head, upto, found, gone = build.read_changes(
                     conn, mirror.seq, FOLLOW_ENTRIES, self._quiet, STEP_ROWS
                 )
@@ -344,9 +361,11 @@ class MirrorWorker:
             lo, hi = step * STEP_ROWS, (step + 1) * STEP_ROWS
             last = step == steps - 1
             self._quiet()
-            prepared = changes.prepare(mirror, found[lo:hi], self._scratch)
+            with self.clock.phase("follow: prepare"):
+                prepared = changes.prepare(mirror, found[lo:hi], self._scratch)
             self._quiet()
-            changes.place(mirror, prepared, gone[lo:hi], self._publishing(upto, last))
+            with self.clock.phase("follow: place"):
+                changes.place(mirror, prepared, gone[lo:hi], self._publishing(upto, last))
 
     @contextmanager
     def _publishing(self, upto: int, last: bool) -> Iterator[None]:
@@ -393,16 +412,19 @@ class MirrorWorker:
         mirror = self.mirror
         if mirror.used_bytes() + build.copy_bytes(mirror) > mirror.max_bytes:
             self._spare = None  # no room for a copy: none is kept either
-            inplace.regroup(mirror, self._pause, self._locked_step)
+            with self.clock.phase("regroup: in place"):
+                inplace.regroup(mirror, self._pause, self._locked_step)
             mirror.regroups += 1
             mirror.searched = False
             self._notify()
             return
         spare, self._spare = self._spare, None
-        copy = build.regrouped(mirror, self._pause, spare)
+        with self.clock.phase("regroup: build"):
+            copy = build.regrouped(mirror, self._pause, spare)
         del spare
         self._at("regroup-built")
-        self._catch_up(copy, self._pause)
+        with self.clock.phase("regroup: catch up"):
+            self._catch_up(copy, self._pause)
         with mirror.lock:
             old = self._swap(copy)
             old.rows, old.values = RowIndex(), []  # of the rows replaced, only the arrays are kept:
@@ -411,7 +433,8 @@ class MirrorWorker:
             mirror.searched = False
         del copy
         self._notify()
-        build.release(old, self._pause)
+        with self.clock.phase("regroup: release"):
+            build.release(old, self._pause)
         self._at("regroup-released")
 
     @contextmanager
