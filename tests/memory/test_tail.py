@@ -409,12 +409,9 @@ def test_the_worker_reports_a_regroups_cpu_apart_from_the_follows(tmp_path: Path
     assert worker is not None and mirror is not None
     assert "regroup: build" not in worker.cpu_by_phase()  # loaded, nothing to regroup
     regroups = mirror.regroups
-    for _ in range(8):
-        pair.write(30, rewrite=10, delete=10)
-        pair.agree()  # a mirror being searched regroups when its tail passes its share
-        if worker.wait_until(lambda m: m.regroups > regroups, 5):
-            break
-    assert mirror.regroups > regroups
+    pair.write(80, rewrite=10, delete=10)  # a tail past an eighth of the 400 rows
+    pair.agree()  # a mirror being searched regroups when its tail passes its share
+    assert worker.wait_until(lambda m: m.regroups > regroups, 30)
     phases = worker.cpu_by_phase()
     assert phases["regroup: build"] > 0 and phases["regroup: catch up"] > 0
     assert phases["follow: read"] > 0
