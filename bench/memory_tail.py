@@ -228,14 +228,7 @@ def _control(
     copy of its file (``done``: the chunks the first writer wrote there)."""
     path = store.db.path
     copy = f"{path}.control"
-    source = apsw.Connection(path, flags=apsw.SQLITE_OPEN_READONLY)
-    target = apsw.Connection(copy)
-    try:
-        with target.backup("main", source, "main") as backup:
-            backup.step(-1)
-    finally:
-        target.close()
-        source.close()
+    copy_file(path, copy)
     context = mp.get_context("spawn")
     stop = context.Event()
     batches: Synchronized[int] = context.Value("i", 0)  # type: ignore[assignment]
@@ -256,6 +249,19 @@ def _control(
             if os.path.exists(copy + suffix):
                 os.remove(copy + suffix)
     return Control(steady, written * WRITE_BATCH / elapsed)
+
+
+def copy_file(source: str, target: str) -> None:
+    """Copy the store file ``source`` (its WAL included) to ``target`` in one snapshot,
+    through SQLite's backup; ``source`` is only read."""
+    src = apsw.Connection(source, flags=apsw.SQLITE_OPEN_READONLY)
+    dst = apsw.Connection(target)
+    try:
+        with dst.backup("main", src, "main") as backup:
+            backup.step(-1)
+    finally:
+        dst.close()
+        src.close()
 
 
 def _sql_path(path: str, dim: int, rng: np.random.Generator) -> dict[str, Timed]:

@@ -24,20 +24,16 @@ from collections.abc import Sequence
 
 import apsw
 
-from bench.memory_tail import run_tail, tail_lines
+from bench.memory_tail import copy_file, run_tail, tail_lines
 
 
-def copy_store(source: str, target: str) -> int:
-    """Copy the store file ``source`` to ``target`` in one snapshot; its chunk count."""
-    src = apsw.Connection(source, flags=apsw.SQLITE_OPEN_READONLY)
-    dst = apsw.Connection(target)
+def chunk_count(path: str) -> int:
+    """The chunks a store file holds: the writer deletes the loaded ones by their index."""
+    conn = apsw.Connection(path, flags=apsw.SQLITE_OPEN_READONLY)
     try:
-        with dst.backup("main", src, "main") as backup:
-            backup.step(-1)
-        return int(dst.execute("SELECT count(*) FROM memory_chunks").fetchall()[0][0])
+        return int(conn.execute("SELECT count(*) FROM memory_chunks").fetchall()[0][0])
     finally:
-        dst.close()
-        src.close()
+        conn.close()
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -64,7 +60,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     workdir = tempfile.mkdtemp(prefix="ratatoskr-tail-")
     try:
         path = os.path.join(workdir, "memory.db")
-        n = copy_store(args.file, path)
+        copy_file(args.file, path)
+        n = chunk_count(path)
         print(f"copied {n:,} chunks; {args.seconds:g} s of searches while a client writes")
         result = run_tail(path, args.dim, n, args.seconds, args.seed, args.budget)
     finally:

@@ -114,7 +114,7 @@ class MirrorWorker:
         self.failures = 0  # steps that failed (and were tried again)
         self.max_pause = 0.0  # the longest hold of the lock by a step, seconds
         self.max_inplace_pause = 0.0  # the longest of them by a step of an in-place regroup
-        self.clock = WorkClock()  # its thread's CPU time by phase (``cpu_by_phase``)
+        self._work = WorkClock()  # its thread's CPU time by phase (``cpu_by_phase``)
         self._stopping = threading.Event()
         self._wake = threading.Event()
         self._conn: apsw.Connection | None = None
@@ -153,7 +153,7 @@ class MirrorWorker:
         ``follow: place`` (into the live mirror), ``regroup: build`` (the sorted copy, or
         ``regroup: in place``), ``regroup: catch up`` (the log, into the copy),
         ``regroup: release``, ``waiting`` (for the searches under way) and ``other``."""
-        return self.clock.seconds()
+        return self._work.seconds()
 
     def asked(self) -> None:
         """A search ran on this store: keep following its writes."""
@@ -200,7 +200,7 @@ class MirrorWorker:
             try:
                 if self._conn is None and not self.db.in_memory:
                     self._conn = self.db.connection()
-                with self.clock.phase("other"):
+                with self._work.phase("other"):
                     self._cycle()
             except Stopped:
                 return
@@ -252,7 +252,7 @@ class MirrorWorker:
         """Between two steps: end if the store closes, and let other threads run."""
         if self._stopping.is_set():
             raise Stopped
-        with self.clock.phase("waiting"):
+        with self._work.phase("waiting"):
             time.sleep(0)  # releases the GIL: a search waiting for it runs now
 
     def _quiet(self) -> None:
@@ -262,7 +262,7 @@ class MirrorWorker:
         in_flight = self._in_flight
         if in_flight.idle:
             return
-        with self.clock.phase("waiting"):
+        with self._work.phase("waiting"):
             deadline = time.monotonic() + QUIET_WAIT_SECONDS
             while not in_flight.idle and time.monotonic() < min(
                 deadline, in_flight.since + QUIET_WAIT_SECONDS
@@ -288,7 +288,7 @@ class MirrorWorker:
                 if int(head.fetchall()[0][0]) == self._budget_head:
                     return  # nothing changed since it did not fit
         self._at("load-started")
-        with self.clock.phase("load"):
+        with self._work.phase("load"):
             fresh = build.load(self.db, mirror.dim, mirror.max_bytes, self._yield, self._at)
         if fresh is None:
             with self.db.read() as conn:
@@ -298,7 +298,7 @@ class MirrorWorker:
             self._notify()
             return
         self._at("load-scanned")
-        with self.clock.phase("load"):
+        with self._work.phase("load"):
             self._catch_up(fresh, self._yield)
         if fresh.used_bytes() > mirror.max_bytes:
             mirror.over_budget = True
@@ -334,7 +334,7 @@ class MirrorWorker:
         while True:
             self._followed_at = time.monotonic()
             self._quiet()
-            with self.clock.phase("follow: read"), self.db.read() as conn:
+            with self._work.phase("follow: read"), self.db.read() as conn:
                 head, upto, found, gone = build.read_changes(
                     conn, mirror.seq, FOLLOW_ENTRIES, self._quiet, STEP_ROWS
                 )
@@ -361,10 +361,10 @@ class MirrorWorker:
             lo, hi = step * STEP_ROWS, (step + 1) * STEP_ROWS
             last = step == steps - 1
             self._quiet()
-            with self.clock.phase("follow: prepare"):
+            with self._work.phase("follow: prepare"):
                 prepared = changes.prepare(mirror, found[lo:hi], self._scratch)
             self._quiet()
-            with self.clock.phase("follow: place"):
+            with self._work.phase("follow: place"):
                 changes.place(mirror, prepared, gone[lo:hi], self._publishing(upto, last))
 
     @contextmanager
@@ -412,18 +412,18 @@ class MirrorWorker:
         mirror = self.mirror
         if mirror.used_bytes() + build.copy_bytes(mirror) > mirror.max_bytes:
             self._spare = None  # no room for a copy: none is kept either
-            with self.clock.phase("regroup: in place"):
+            with self._work.phase("regroup: in place"):
                 inplace.regroup(mirror, self._pause, self._locked_step)
             mirror.regroups += 1
             mirror.searched = False
             self._notify()
             return
         spare, self._spare = self._spare, None
-        with self.clock.phase("regroup: build"):
+        with self._work.phase("regroup: build"):
             copy = build.regrouped(mirror, self._pause, spare)
         del spare
         self._at("regroup-built")
-        with self.clock.phase("regroup: catch up"):
+        with self._work.phase("regroup: catch up"):
             self._catch_up(copy, self._pause)
         with mirror.lock:
             old = self._swap(copy)
@@ -433,7 +433,7 @@ class MirrorWorker:
             mirror.searched = False
         del copy
         self._notify()
-        with self.clock.phase("regroup: release"):
+        with self._work.phase("regroup: release"):
             build.release(old, self._pause)
         self._at("regroup-released")
 
