@@ -76,10 +76,13 @@ def test_one_run_scores_are_matmul_bit_for_bit() -> None:
 @st.composite
 def stores(draw: st.DrawFn) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Records in two batches (the second lands after the mirror's load: its tail), with
-    vectors from a small grid (exact ties and duplicates) or spread, over a few scopes."""
+    vectors from a small grid (exact ties and duplicates), spread, or spread at magnitudes
+    from 1e-40 to 1e37 (float32 cannot score the rows at either end: the float64 step
+    must), over a few scopes."""
     seed = draw(st.integers(0, 2**32 - 1))
     rng = np.random.default_rng(seed)
     grid = draw(st.booleans())
+    magnitudes = not grid and draw(st.booleans())
     count = draw(st.integers(2, 200))
     records = []
     for i in range(count):
@@ -88,6 +91,9 @@ def stores(draw: st.DrawFn) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]
             vector[0] = 1.0  # never all zero
         else:
             vector = rng.standard_normal(DIM)
+            if magnitudes:
+                vector *= 10.0 ** int(rng.integers(-40, 38))
+                vector[0] = vector[0] or 1.0  # not all zero once in float32
         user = USERS[int(rng.integers(0, len(USERS)))] if i < count // 2 else f"late{i % 3}"
         scope = {"tenant": f"t{i % 2}", "end_user": user if rng.random() < 0.8 else "u0"}
         records.append(
@@ -109,17 +115,20 @@ FILTERS: list[dict[str, Any]] = [
 
 @pytest.mark.parametrize("accelerated", [True, False], ids=["C-cut", "numpy-cut"])
 @settings(max_examples=40)
-@given(stores(), st.integers(0, 2**32 - 1))
+@given(stores(), st.integers(0, 2**32 - 1), st.sampled_from([1.0, 1e-40, 1e-30, 1e30, 1e37]))
 def test_mirror_search_is_the_reference_to_the_last_bit(
     tmp_path_factory: Any,
     accelerated: bool,
     batches: tuple[list[dict[str, Any]], list[dict[str, Any]]],
     seed: int,
+    scale: float,
 ) -> None:
-    """With the C candidate cut and without it (an install without a compiler)."""
+    """With the C candidate cut and without it (an install without a compiler); the query
+    at any scale."""
     first, second = batches
     path = str(tmp_path_factory.mktemp("fast") / "m.db")
     ours = open_memory_store(path, embedding_dim=DIM)
+    assert ours.engine.wait_until(lambda m: m.ready, 30)  # the mirror, not the SQL route
     ref = ReferenceMemoryStore(DIM)
     rng = np.random.default_rng(seed)
     with pytest.MonkeyPatch.context() as patch:
@@ -131,6 +140,7 @@ def test_mirror_search_is_the_reference_to_the_last_bit(
                 for flt in FILTERS:
                     query = (rng.integers(-1, 2, size=DIM) + 0.5 * (key == "second")).tolist()
                     query[0] = query[0] or 1.0  # never all zero (cosine is undefined)
+                    query = [scale * x for x in query]
                     for top_k in (1, 3, 10):
                         for include in (None, {"embedding": False}):
                             args = {"top_k": top_k, "include": include, **flt}

@@ -22,7 +22,7 @@ import numpy as np
 from ratatoskr.memory import rules
 from ratatoskr.memory.search.cosine import cosine_scores, rank
 from ratatoskr.memory.search.hits import stored_record
-from ratatoskr.memory.search.ranking import CANDIDATE_MARGIN
+from ratatoskr.memory.search.ranking import CANDIDATE_MARGIN, unit_query
 from ratatoskr.memory.search.sql import DISTANCE_EPSILON
 from ratatoskr.postgres.database import Conn
 from ratatoskr.postgres.scope_sql import scope_condition
@@ -61,7 +61,9 @@ def candidate_rows(
     """Every row that could be in the exact top_k of ``call`` (validated, confined). When
     the cut is crowded a second statement widens it, which must see the first one's
     snapshot: without ``snapshot`` (an autocommit connection) that case answers ``None``."""
-    query = Float4Array(call.vector)
+    # the query over its norm: pgvector sums in float32, where a query of tiny or huge
+    # values would sink to zero or overflow (its cosine is the same)
+    query = Float4Array(unit_query(call.vector))
     want = call.top_k + CANDIDATE_MARGIN
     condition, params = scope_condition(call.scope_all, call.scope_any)
     sql = _select(condition, call.include_embedding, bounded=False, partitioned=partitioned)

@@ -132,6 +132,7 @@ typedef struct {
     const float *query;
     Py_ssize_t n, dim, capacity, want, top_k;
     float epsilon;
+    float *unit;          /* dim: the query over its norm (the norm taken in double) */
     float *scores;        /* n */
     float *best;          /* want, descending */
     Py_ssize_t *best_pos; /* want */
@@ -182,7 +183,9 @@ dot4_f32(const float *const *a, const float *restrict b, Py_ssize_t dim, float *
 }
 
 /* Scores every row and keeps the want best; returns -1 when a row lies outside the matrix
- * (nothing is read there), else how many candidate rows it wrote to out. */
+ * (nothing is read there), else how many candidate rows it wrote to out. A NaN score (a row
+ * whose norm float32 cannot score: ranking.inverse_norms) makes its row a candidate always:
+ * the float64 step ranks it exactly. */
 DOT_CLONES static Py_ssize_t
 cut_rows(Cut *c)
 {
@@ -190,7 +193,10 @@ cut_rows(Cut *c)
     for (Py_ssize_t j = 0; j < c->dim; j++) {
         qq += (double)c->query[j] * (double)c->query[j];
     }
-    float scale = (float)(1.0 / sqrt(qq));
+    double norm = sqrt(qq); /* in double: a tiny or huge query neither vanishes nor overflows */
+    for (Py_ssize_t j = 0; j < c->dim; j++) {
+        c->unit[j] = (float)((double)c->query[j] / norm);
+    }
     const long long *rows = c->rows;
     for (Py_ssize_t i = 0; i < c->n; i++) {
         if (rows[i] < 0 || rows[i] >= c->capacity) {
@@ -206,17 +212,20 @@ cut_rows(Cut *c)
             four[k] = matrix + rows[i + k] * dim;
         }
         float dots[4];
-        dot4_f32(four, c->query, dim, dots);
+        dot4_f32(four, c->unit, dim, dots);
         for (int k = 0; k < 4; k++) {
-            c->scores[i + k] = dots[k] * scale * c->inv_norms[rows[i + k]];
+            c->scores[i + k] = dots[k] * c->inv_norms[rows[i + k]];
         }
     }
     for (; i < c->n; i++) {
-        c->scores[i] = dot_f32(matrix + rows[i] * dim, c->query, dim) * scale * c->inv_norms[rows[i]];
+        c->scores[i] = dot_f32(matrix + rows[i] * dim, c->unit, dim) * c->inv_norms[rows[i]];
     }
     Py_ssize_t held = 0;
     for (i = 0; i < c->n; i++) {
         float s = c->scores[i];
+        if (isnan(s)) {
+            continue; /* a candidate whatever the others score: added below */
+        }
         if (held == c->want && !(s > c->best[held - 1])) {
             continue;
         }
@@ -229,7 +238,7 @@ cut_rows(Cut *c)
         c->best[at] = s;
         c->best_pos[at] = i;
     }
-    if (c->n <= c->want) { /* every row is a candidate, in row order */
+    if (c->n <= c->want || held < c->want) { /* every row is a candidate, in row order */
         memcpy(c->out, c->rows, (size_t)c->n * sizeof(long long));
         return c->n;
     }
@@ -237,7 +246,7 @@ cut_rows(Cut *c)
     if (c->best[c->want - 1] >= bound) {              /* a crowded cut: every near tie */
         Py_ssize_t count = 0;
         for (Py_ssize_t i = 0; i < c->n; i++) {
-            if (c->scores[i] >= bound) {
+            if (c->scores[i] >= bound || isnan(c->scores[i])) {
                 c->out[count++] = c->rows[i];
             }
         }
@@ -246,7 +255,13 @@ cut_rows(Cut *c)
     for (Py_ssize_t i = 0; i < c->want; i++) {
         c->out[i] = c->rows[c->best_pos[i]];
     }
-    return c->want;
+    Py_ssize_t count = c->want;
+    for (Py_ssize_t i = 0; i < c->n; i++) {
+        if (isnan(c->scores[i])) {
+            c->out[count++] = c->rows[i];
+        }
+    }
+    return count;
 }
 
 static PyObject *
@@ -305,9 +320,10 @@ scoped_candidates(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     c.epsilon = (float)epsilon;
     PyObject *out = PyBytes_FromStringAndSize(NULL, c.n * (Py_ssize_t)sizeof(long long));
     c.scores = PyMem_Malloc((size_t)(c.n ? c.n : 1) * sizeof(float));
+    c.unit = PyMem_Malloc((size_t)c.dim * sizeof(float));
     c.best = PyMem_Malloc((size_t)want * sizeof(float));
     c.best_pos = PyMem_Malloc((size_t)want * sizeof(Py_ssize_t));
-    if (out == NULL || c.scores == NULL || c.best == NULL || c.best_pos == NULL) {
+    if (out == NULL || c.scores == NULL || c.unit == NULL || c.best == NULL || c.best_pos == NULL) {
         Py_XDECREF(out);
         if (!PyErr_Occurred()) {
             PyErr_NoMemory();
@@ -334,6 +350,7 @@ scoped_candidates(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     }
 free_scratch:
     PyMem_Free(c.scores);
+    PyMem_Free(c.unit);
     PyMem_Free(c.best);
     PyMem_Free(c.best_pos);
 done:

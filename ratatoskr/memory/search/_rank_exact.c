@@ -97,7 +97,9 @@ score_exactly(const Scoring *s, double *score)
     double query_norm = sqrt(lane_dot(q, q, s->dim));
     for (Py_ssize_t i = 0; i < s->n; i++) {
         double scale = norm[row[i]] * query_norm;
-        score[i] = lane_dot(m + row[i] * s->dim, q, s->dim) / scale;
+        double v = lane_dot(m + row[i] * s->dim, q, s->dim) / scale;
+        /* rounding can carry two parallel vectors' cosine an ulp past 1: a score is in [-1, 1] */
+        score[i] = v > 1.0 ? 1.0 : (v < -1.0 ? -1.0 : v);
     }
 }
 

@@ -36,7 +36,7 @@ from ratatoskr.memory.search.mirror import (
     VectorMirror,
     headroom,
 )
-from ratatoskr.memory.search.ranking import pick
+from ratatoskr.memory.search.ranking import inverse_norms, pick
 from ratatoskr.memory.search.row_index import RowIndex
 from ratatoskr.sqlite.database import Database
 from ratatoskr.sqlite.scope_sql import placeholders
@@ -150,8 +150,7 @@ def _finish(mirror: VectorMirror, count: int, pause: Pause) -> None:
     for lo, hi in _blocks(count, rows_per_block):
         norms = row_norms(mirror.matrix[lo:hi])
         mirror.norms[lo:hi] = norms
-        with np.errstate(divide="ignore"):  # a row deleted during the load: applied after
-            mirror.inv_norms[lo:hi] = 1.0 / norms
+        mirror.inv_norms[lo:hi] = inverse_norms(norms)  # a row deleted during the load: inf
         pause()
     mirror.alive[:count] = True
     mirror.n = mirror.sorted_n = count

@@ -39,6 +39,7 @@ from ratatoskr.memory.search.mirror import (
     headroom,
     objects,
 )
+from ratatoskr.memory.search.ranking import inverse_norms
 
 Payload = tuple[int, str, int, str]  # revision, vector key, float64 stored, record JSON
 
@@ -99,8 +100,7 @@ def prepare(mirror: VectorMirror, found: Sequence[Changed], scratch: Scratch) ->
     codes = np.array([mirror.codes_of(a, columns[1 + a]) for a in range(len(AXES))], dtype=np.int32)
     vectors = scratch.matrix(columns[5], mirror.dim)
     norms = row_norms(vectors)
-    with np.errstate(divide="ignore"):  # a zero vector: its scores are not finite
-        inv_norms = (1.0 / norms).astype(np.float32)
+    inv_norms = inverse_norms(norms)  # a zero vector (deleted since): inf, never live
     payloads = list(zip(columns[6], columns[7], columns[8], columns[9], strict=True))
     return Prepared(list(columns[0]), codes, vectors, inv_norms, norms, payloads)
 

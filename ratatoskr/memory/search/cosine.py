@@ -7,7 +7,8 @@ bit for bit. The C accelerator (``_rank.c``) sums in the same order; without it 
 
 The order: eight lanes, lane k summing the products at k, k + 8, k + 16, ... in turn,
 starting from +0.0; then lanes k and k + 4 are added, then k and k + 2, then the two left.
-Each product of two float32 values is exact in float64, so only the sums round.
+Each product of two float32 values is exact in float64, so only the sums round. The
+quotient is then held to [-1, 1], where rounding can leave it an ulp outside.
 """
 
 from __future__ import annotations
@@ -85,7 +86,8 @@ def cosine_rows(matrix: F32, rows: I64, query: F32, norms: F64) -> F64:
     dots = lane_dots(matrix[rows], query[None, :])
     query_norm = math.sqrt(float(lane_dots(query[None, :], query[None, :])[0]))
     scale = norms[rows] * query_norm  # a copy: fancy indexing
-    return np.asarray(dots / scale, dtype=np.float64)
+    # rounding can carry two parallel vectors' cosine an ulp past 1: a score is in [-1, 1]
+    return np.asarray(np.clip(dots / scale, -1.0, 1.0), dtype=np.float64)
 
 
 def rank(chunk_ids: list[str], scores: F64, top_k: int) -> list[tuple[str, float]]:

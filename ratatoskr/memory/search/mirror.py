@@ -24,7 +24,6 @@ whether a float64 copy of the vector is stored, and the record's JSON when it is
 
 from __future__ import annotations
 
-import math
 import os
 import threading
 from collections.abc import Sequence
@@ -42,6 +41,7 @@ from ratatoskr.memory.search.ranking import (
     row_lists,
     scoped_candidates,
     settled_top,
+    unit_query,
 )
 from ratatoskr.memory.search.row_index import RowIndex
 
@@ -371,8 +371,7 @@ class VectorMirror:
         as (id, score), and their rows."""
         if rows is None:
             # ``dot``: the same BLAS dot as ``@`` on 1-d arrays, without the gufunc machinery
-            unit: F32 = query * np.float32(1.0 / math.sqrt(float(query.dot(query))))
-            scores: F32 = self.matrix[: self.n] @ unit
+            scores: F32 = self.matrix[: self.n] @ unit_query(query)
             scores *= self.inv_norms[: self.n]
             if self.dead:
                 scores[~self.alive[: self.n]] = -np.inf

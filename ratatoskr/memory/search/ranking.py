@@ -44,8 +44,31 @@ DENSE_SPAN = 2  # rows spanning at most this many times their number are dense
 SETTLED_MAX: int = RANK_ACCELERATED.SETTLED_MAX if RANK_ACCELERATED is not None else 0
 SORT_MAX = 256  # up to this many scores, one sort is cheaper than the partitions
 _EPSILON32 = np.float32(SCORE_EPSILON)
+# Float32 candidate scores are trusted for rows whose norm lies in this range: their
+# products with a unit query neither overflow nor sink into float32's subnormals, and the
+# inverse norm is a normal float32. Any finite non-zero vector is valid, so a row outside
+# it (all 1e-40s, or 3e38s) gets a NaN inverse norm, and a NaN score is always a candidate:
+# the float64 step ranks it exactly.
+TRUSTED_NORMS = (1e-30, 1e30)
 
 T = TypeVar("T")
+
+
+def inverse_norms(norms: F64) -> F32:
+    """The float32 inverse of each norm, NaN for a norm outside ``TRUSTED_NORMS`` (a zero
+    norm, a row deleted during a load, stays ``inf``: its row is never live)."""
+    with np.errstate(divide="ignore", over="ignore"):  # both end outside the range
+        inverse = (1.0 / norms).astype(np.float32)
+    low, high = TRUSTED_NORMS
+    inverse[(norms > 0) & ((norms < low) | (norms > high))] = np.nan
+    return inverse
+
+
+def unit_query(query: F32) -> F32:
+    """``query`` over its norm, the division in float64: a query of tiny or huge values
+    neither vanishes nor overflows on its way to float32."""
+    wide = query.astype(np.float64)
+    return (wide / math.sqrt(float(wide.dot(wide)))).astype(np.float32)
 
 
 def score_rows(matrix: F32, inv_norms: F32, rows: I64, unit_query: F32) -> F32:
@@ -97,12 +120,20 @@ def scoped_candidates(matrix: F32, inv_norms: F32, rows: I64, query: F32, top_k:
             matrix, inv_norms, rows, query, top_k, top_k + CANDIDATE_MARGIN, SCORE_EPSILON
         )
         return np.frombuffer(cut, dtype=np.int64)
-    unit: F32 = query * np.float32(1.0 / math.sqrt(float(query.dot(query))))
-    return rows[candidates(score_rows(matrix, inv_norms, rows, unit), top_k)]
+    return rows[candidates(score_rows(matrix, inv_norms, rows, unit_query(query)), top_k)]
 
 
 def candidates(scores: F32, top_k: int) -> I64:
-    """Positions in ``scores`` that could belong to the exact top_k (-inf never does)."""
+    """Positions in ``scores`` that could belong to the exact top_k (-inf never does; NaN,
+    a row float32 cannot score, always does)."""
+    unsure = np.isnan(scores)
+    if unsure.any():
+        sure = np.where(unsure, np.float32(-np.inf), scores)
+        return np.union1d(_candidates(sure, top_k), np.flatnonzero(unsure)).astype(np.int64)
+    return _candidates(scores, top_k)
+
+
+def _candidates(scores: F32, top_k: int) -> I64:
     want = top_k + CANDIDATE_MARGIN
     if len(scores) <= want:
         return np.flatnonzero(scores > -np.inf)

@@ -28,7 +28,7 @@ import orjson
 from ratatoskr.memory import rules
 from ratatoskr.memory.search.cosine import cosine_scores, rank
 from ratatoskr.memory.search.hits import Row, hit_from_row
-from ratatoskr.memory.search.ranking import CANDIDATE_MARGIN, SCORE_EPSILON
+from ratatoskr.memory.search.ranking import CANDIDATE_MARGIN, SCORE_EPSILON, unit_query
 from ratatoskr.sqlite.scope_sql import scope_condition
 
 # a cosine distance is 1 - the score: the same epsilon widens the cut as on the mirror
@@ -76,7 +76,9 @@ def rank_in_sql(conn: apsw.Connection, call: rules.SearchCall, dim: int) -> list
 def candidates(conn: apsw.Connection, call: rules.SearchCall, dim: int) -> Found:
     """Every chunk that could be in the exact top_k: the float32 top_k plus all rows whose
     float32 distance lies within ``DISTANCE_EPSILON`` of the k-th."""
-    query = call.vector.tobytes()
+    # the query over its norm: sqlite-vec sums in float32, where a query of tiny or huge
+    # values would sink to zero or overflow (its cosine is the same)
+    query = unit_query(call.vector).tobytes()
     want = call.top_k + CANDIDATE_MARGIN
     wide = _WIDE if call.include_embedding else _NARROW
     condition, params = scope_condition(call.scope_all, call.scope_any)
