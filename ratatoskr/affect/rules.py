@@ -111,8 +111,10 @@ class ListCall:
 def parse_time(value: Any, field: str) -> int:
     """An RFC 3339 timestamp with offset, as UTC microseconds since the epoch.
 
-    Digits past the microsecond are dropped (floor). A missing offset, an impossible date or
-    time, and the leap second ``:60`` (a microsecond clock has no place for it) are refused.
+    Digits past the microsecond are dropped (floor). A missing offset and an impossible date
+    or time are refused. A leap second (``:60`` at 23:59 UTC on a month's last day, as RFC
+    3339 allows it) has no place on a microsecond clock: it counts as that minute's last
+    microsecond, after every time in its ``:59`` and before the next minute.
     """
     match = _RFC3339.fullmatch(value) if isinstance(value, str) else None
     if match is None:
@@ -123,8 +125,11 @@ def parse_time(value: Any, field: str) -> int:
         days = date(year, month, day).toordinal() - _EPOCH_DAYS
     except ValueError:
         raise InvalidArguments(f"{field} names a date that does not exist") from None
-    if hour > 23 or minute > 59 or second > 59:
+    if hour > 23 or minute > 59 or second > 60:
         raise InvalidArguments(f"{field} names a time of day out of range")
+    leap = second == 60
+    if leap:
+        second, fraction = 59, "999999"
     offset_minutes = 0
     if not zulu:
         if int(off_h) > 23 or int(off_m) > 59:
@@ -132,7 +137,17 @@ def parse_time(value: Any, field: str) -> int:
         offset_minutes = (int(off_h) * 60 + int(off_m)) * (-1 if sign == "-" else 1)
     micros = int((fraction or "").ljust(6, "0")[:6])
     local_seconds = hour * 3600 + minute * 60 + second - offset_minutes * 60
-    return days * _US_PER_DAY + local_seconds * 1_000_000 + micros
+    micros += days * _US_PER_DAY + local_seconds * 1_000_000
+    if leap and not _before_a_leap_second(micros):
+        raise InvalidArguments(f"{field} names a leap second where there can be none")
+    return micros
+
+
+def _before_a_leap_second(micros: int) -> bool:
+    """Whether UTC ``micros`` is 23:59:59.999999 on a month's last day: where RFC 3339 lets a
+    ``:60`` second stand."""
+    following = (micros + 1) // _US_PER_DAY + _EPOCH_DAYS  # the day after, as an ordinal
+    return (micros + 1) % _US_PER_DAY == 0 and date.fromordinal(following).day == 1
 
 
 def parse_limit(value: Any, maximum: int) -> int:
@@ -186,7 +201,10 @@ def parse_put(
     klass = idempotency.parse_class(idempotency_class)
     states = _parse_batch(records, "records", MAX_RECORDS, event=False)
     expected = parse_expected(expected_revisions, {s.id for s in states})
-    payload = digest({"records": records, "expected_revisions": expected_revisions}, "records")
+    # as on the memory plane: an empty object is the digest's null ("expected_revisions or null")
+    payload = digest(
+        {"records": records, "expected_revisions": expected_revisions or None}, "records"
+    )
     return PutCall(states, key, klass, expected, payload)
 
 

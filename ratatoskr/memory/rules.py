@@ -365,6 +365,7 @@ def parse_upsert(
         dupes = sorted({i for i in ids if ids.count(i) > 1})
         raise InvalidArguments(f"records name the same id twice: {', '.join(dupes[:10])}")
     expected = parse_expected(expected_revisions, set(ids))
+    expected_revisions = expected_revisions or None  # the digest's "expected_revisions or null"
     if checked is not None and vectors_hash is not None:
         rest = [c.rest_json for c in chunks]
         value = vector_digest(

@@ -141,6 +141,22 @@ def test_parse_time_normalises_to_utc_microseconds() -> None:
     assert parse_time("9999-12-31T23:59:59.999999-23:59", "at") > 0
 
 
+def test_a_leap_second_is_its_minutes_last_microsecond() -> None:
+    """RFC 3339 allows ``:60`` at 23:59 UTC on a month's last day; a microsecond clock has no
+    place for it, so it sorts after every time in its ``:59`` and before the next minute."""
+    leap = parse_time("2016-12-31T23:59:60Z", "at")
+    assert leap == parse_time("2016-12-31T23:59:59.999999Z", "at")
+    assert leap == parse_time("2016-12-31T23:59:60.5Z", "at")
+    assert leap == parse_time("2017-01-01T05:29:60+05:30", "at")  # the same second, elsewhere
+    assert (
+        parse_time("2016-12-31T23:59:59.9Z", "at") < leap < parse_time("2017-01-01T00:00:00Z", "at")
+    )
+    assert parse_time("2015-06-30T23:59:60Z", "at") == parse_time("2015-07-01T00:00:00Z", "at") - 1
+    for nowhere in ("2016-12-30T23:59:60Z", "2016-12-31T23:58:60Z", "2016-12-31T23:59:60+01:00"):
+        with pytest.raises(InvalidArguments, match="leap second"):
+            parse_time(nowhere, "at")
+
+
 def test_events_order_by_at_then_id_with_ties(store: Any) -> None:
     append(
         store,

@@ -97,6 +97,16 @@ def test_replay_returns_replayed_and_writes_nothing(store: Any) -> None:
     assert store.get("s1")["revision"] == 1
 
 
+def test_empty_expected_revisions_is_the_same_payload_as_none(store: Any) -> None:
+    """The digest holds ``expected_revisions or null``: ``{}`` and no value are one payload."""
+    put(store, [state("s1")], "k1")
+    again = put(store, [state("s1")], "k1", expected_revisions={})
+    assert again == {"written": 1, "replayed": True}
+    put(store, [state("s2")], "k2", expected_revisions={})
+    assert put(store, [state("s2")], "k2")["replayed"] is True
+    assert store.get("s1")["revision"] == 1 and store.get("s2")["revision"] == 1
+
+
 def test_reused_key_with_other_payload_is_idempotency_conflict(store: Any) -> None:
     put(store, [state("s1")], "k1")
     with pytest.raises(IdempotencyConflict):

@@ -4,6 +4,7 @@ message names fields and ids, never values."""
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -185,6 +186,22 @@ def test_digest_ignores_key_order(store: RatatoskrMemoryStore) -> None:
     assert again["replayed"] is True
 
 
+def test_empty_expected_revisions_is_the_same_payload_as_none(
+    store: RatatoskrMemoryStore,
+) -> None:
+    """The digest holds ``expected_revisions or null``: ``{}`` and no value are one payload,
+    in the float form of the digest and in the pinned one (an integer in a vector)."""
+    for key, vector in (("floats", vec(1)), ("pinned", [1] + [0] * (DIM - 1))):
+        records = [chunk(f"{key}-a", vector)]
+        store.upsert_many(records, idempotency_key=key, ctx=CTX)
+        again = store.upsert_many(records, idempotency_key=key, ctx=CTX, expected_revisions={})
+        assert again == {"upserted": 1, "replayed": True}
+        other = [chunk(f"{key}-b", vector)]
+        store.upsert_many(other, idempotency_key=f"{key}-2", ctx=CTX, expected_revisions={})
+        assert store.upsert_many(other, idempotency_key=f"{key}-2", ctx=CTX)["replayed"] is True
+        assert store.get(f"{key}-a")["revision"] == 1  # type: ignore[index]
+
+
 def test_search_argument_pins(store: RatatoskrMemoryStore) -> None:
     bad: list[dict[str, Any]] = [
         {"top_k": 0},
@@ -231,6 +248,29 @@ def test_score_is_cosine_and_ties_order_by_id(store: RatatoskrMemoryStore) -> No
     hits = store.search(vec(1, 0), top_k=4)
     assert [h["chunk_id"] for h in hits] == ["m", "z", "a", "b"]
     assert [round(h["score"], 6) for h in hits] == [1.0, 1.0, 0.0, -1.0]
+
+
+def test_scores_stay_within_one_whatever_the_query_scale(store: RatatoskrMemoryStore) -> None:
+    """Rounding can carry the cosine of two parallel vectors an ulp past 1 (1.0000000000000002
+    for about one random vector in six against itself): a score is held to [-1, 1]. A query
+    of tiny or huge values (any finite, non-zero vector is valid) finds what the same
+    direction at unit scale finds."""
+    rng = random.Random(7)
+    vectors = {f"r{i:02d}": [rng.uniform(-1, 1) for _ in range(DIM)] for i in range(40)}
+    store.upsert_many([chunk(cid, v) for cid, v in vectors.items()], idempotency_key="k", ctx=CTX)
+    for cid, v in vectors.items():
+        for sign in (1, -1):
+            hits = store.search([sign * x for x in v], top_k=3)
+            assert all(-1.0 <= h["score"] <= 1.0 for h in hits), (cid, sign)
+            assert sign < 0 or cid in [h["chunk_id"] for h in hits]
+    for scale in (1e-40, 1e-30, 1e30, 1e37):
+        for cid in ("r01", "r02"):
+            query = [scale * x for x in vectors[cid]]
+            scopes: list[list[dict[str, str]] | None] = [None, [{}]]
+            for scope_any in scopes:  # the whole store, and a scoped cut
+                hits = store.search(query, top_k=3, scope_any=scope_any)
+                assert hits[0]["chunk_id"] == cid and hits[0]["score"] > 0.9999, (scale, cid)
+                assert all(-1.0 <= h["score"] <= 1.0 for h in hits)
 
 
 def test_many_ties_at_the_cut_come_back_exactly(store: RatatoskrMemoryStore) -> None:
