@@ -24,10 +24,8 @@ F32 = np.float32
 
 
 def inverse_norms(matrix: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
-    inverse: npt.NDArray[np.float32] = (
-        1.0 / np.sqrt((matrix.astype(np.float64) ** 2).sum(axis=1))
-    ).astype(F32)
-    return inverse
+    """The mirror's inverse norms: NaN where float32 cannot score the row."""
+    return memory_ranking.inverse_norms(np.sqrt((matrix.astype(np.float64) ** 2).sum(axis=1)))
 
 
 @pytest.fixture(params=[True, False], ids=["C", "numpy"])
@@ -48,17 +46,22 @@ def test_the_accelerator_is_built_and_used_unless_switched_off() -> None:
 
 @st.composite
 def cuts(draw: st.DrawFn) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
-    """A float32 matrix (from a small grid: ties and duplicates, or spread), a query, the
-    admitted rows (sorted, distinct, any subset) and top_k."""
+    """A float32 matrix (from a small grid: ties and duplicates, spread, or spread at
+    magnitudes from 1e-40 to 1e37, rows float32 cannot score), a query at any of those
+    scales, the admitted rows (sorted, distinct, any subset) and top_k."""
     dim = draw(st.integers(1, 130))
     count = draw(st.integers(1, 120))
     rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
     if draw(st.booleans()):
         matrix = rng.integers(-2, 3, size=(count, dim)).astype(F32)
     else:
-        matrix = rng.standard_normal((count, dim)).astype(F32)
+        spread = rng.standard_normal((count, dim))
+        if draw(st.booleans()):
+            spread *= 10.0 ** rng.integers(-40, 38, size=(count, 1))
+        matrix = spread.astype(F32)
     matrix[~matrix.any(axis=1), 0] = 1.0  # no zero row: cosine is undefined there
-    query = rng.standard_normal(dim).astype(F32)
+    scale = draw(st.sampled_from([1.0, 1e-40, 1e-30, 1e30, 1e37]))
+    query = (rng.standard_normal(dim) * scale).astype(F32)
     if not query.any():
         query[0] = 1.0
     rows = np.flatnonzero(rng.random(count) < draw(st.floats(0.05, 1.0))).astype(np.int64)

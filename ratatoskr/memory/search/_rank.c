@@ -471,9 +471,10 @@ static PyMethodDef rank_methods[] = {
     {"scoped_candidates", (PyCFunction)(void (*)(void))scoped_candidates, METH_FASTCALL,
      "scoped_candidates(matrix, inv_norms, rows, query, top_k, want, epsilon) -> bytes\n\n"
      "The rows (int64 bytes) that could hold the exact top_k of query among rows of the\n"
-     "float32 matrix, by float32 cosine (the dot times inv_norms[row] over the query's\n"
-     "norm): every row when there are at most want, else the want best, or every row\n"
-     "within epsilon of the top_k-th best when the want-th is within it too."},
+     "float32 matrix, by float32 cosine (the dot with the query made unit length in double,\n"
+     "times inv_norms[row]): every row when there are at most want, else the want best, or\n"
+     "every row within epsilon of the top_k-th best when the want-th is within it too; and\n"
+     "every row whose score is NaN (a NaN inverse norm: float32 cannot score the row)."},
     {"exact_cosine", (PyCFunction)(void (*)(void))rank_exact_cosine, METH_FASTCALL,
      "exact_cosine(matrix, rows, query, norms) -> bytes\n\n"
      "The float64 cosine (float64 bytes) of query with each of rows of the float32 matrix,\n"
