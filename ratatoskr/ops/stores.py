@@ -33,6 +33,7 @@ from ratatoskr.postgres.probe import component_version, meta_value
 from ratatoskr.sqlite.database import SchemaError
 
 DEFAULT_PATHS = {MEMORY: DEFAULT_MEMORY_DB, AFFECT: DEFAULT_AFFECT_DB}
+_ENVS = {MEMORY: MEMORY_DB_ENV, AFFECT: AFFECT_DB_ENV}
 
 PlaneStore = MemoryStore | AffectStore
 # What opening or reading a plane file raises; the operator sees the message.
@@ -41,12 +42,15 @@ STORE_ERRORS = (SchemaError, ValueError, BifrostError, apsw.Error)
 
 @dataclass(frozen=True)
 class Paths:
-    """The two plane files, the jti ledger if named, and the dimension if forced."""
+    """The two plane files, the jti ledger if named, and the dimension if forced;
+    ``named``, the planes whose location a flag or an environment variable gave (not the
+    default under ``./data``)."""
 
     memory: str
     affect: str
     jti: str | None = None
     dim: int | None = None
+    named: frozenset[str] = frozenset()
 
     @classmethod
     def resolve(
@@ -65,11 +69,11 @@ class Paths:
                 raise ValueError(f"{DIM_ENV} must be a positive integer") from None
         if dim is not None and dim < 1:
             raise ValueError("the embedding dimension must be a positive integer")
+        memory = memory or env.get(MEMORY_DB_ENV)
+        affect = affect or env.get(AFFECT_DB_ENV)
+        named = frozenset(p for p, given in ((MEMORY, memory), (AFFECT, affect)) if given)
         return cls(
-            memory or env.get(MEMORY_DB_ENV) or DEFAULT_PATHS[MEMORY],
-            affect or env.get(AFFECT_DB_ENV) or DEFAULT_PATHS[AFFECT],
-            jti,
-            dim,
+            memory or DEFAULT_PATHS[MEMORY], affect or DEFAULT_PATHS[AFFECT], jti, dim, named
         )
 
     def of(self, plane: str) -> str:
@@ -112,8 +116,22 @@ class Stores:
         return os.path.isfile(location)
 
     def present(self) -> list[str]:
-        """The planes whose file exists, in plane order."""
-        return [p for p in PLANES if self.exists(p)]
+        """The planes whose file exists, in plane order. A plane file named by a flag or
+        an environment variable that does not exist is an error, not a plane left out: an
+        erase or a backup must not quietly miss a plane for a misspelt path."""
+        present = [p for p in PLANES if self.exists(p)]
+        missing = [
+            p
+            for p in PLANES
+            if p in self.paths.named and p not in present and not is_postgres(self.paths.of(p))
+        ]
+        if missing:
+            named = "; ".join(
+                f"{self.paths.shown(p)} (the {p} plane's, named by --{p}-db or {_ENVS[p]})"
+                for p in missing
+            )
+            raise ValueError(f"no database found at {named}")
+        return present
 
     def _path(self, plane: str, create: bool) -> tuple[str, bool]:
         """The plane's file and whether it exists; a missing file is an error unless

@@ -172,6 +172,32 @@ def test_missing_files_are_reported_not_created(
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["erase", "--scope", "tenant=acme", "--yes"],
+        ["backup", "--to", "BACKUP"],
+        ["check"],
+        ["stats"],
+        ["prune"],
+    ],
+    ids=lambda c: c[0],
+)
+def test_a_misspelt_plane_file_is_an_error_not_a_plane_left_out(
+    filled: Files, admin: Any, command: list[str]
+) -> None:
+    """One plane named by a path that does not exist: the command stops (exit 2) naming
+    it, and touches neither plane, rather than working on the other one alone."""
+    before = admin("stats", "--json").json()["planes"]["affect"]
+    misspelt = str(filled.dir / "memroy.db")
+    args = [str(filled.dir / "copy") if a == "BACKUP" else a for a in command]
+    ran = admin(*args, "--memory-db", misspelt)
+    assert ran.code == 2, ran.out + ran.err
+    assert misspelt in ran.err and "--memory-db" in ran.err
+    assert not (filled.dir / "copy").exists() and not (filled.dir / "memroy.db").exists()
+    assert admin("stats", "--json").json()["planes"]["affect"] == before
+
+
 @pytest.mark.parametrize("command", COMMANDS)
 def test_every_command_has_help_with_an_example(
     command: str, capsys: pytest.CaptureFixture[str]
