@@ -6,16 +6,23 @@ array widened, so the server reads each value back as exactly that float32 value
 ``array.tolist()`` would have sent; orjson's own float32 output is the shortest text of the
 float32, which the server would read as another float64). Any other array is written as
 its ``tolist()`` (integers stay integers).
+
+orjson writes NaN and the infinities as ``null``, which would store something other than
+what was sent; JSON cannot carry them, so an envelope holding one is refused before it is
+sent (``NonFiniteNumber``). Only a body with ``null`` in it is walked to find out, so the
+common batch pays one search of its bytes.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 import orjson
 
+from ratatoskr.client.errors import NonFiniteNumber
 from ratatoskr.wire.envelope import WIRE_VERSION
 
 VECTOR_KEYS = ("embedding", "vector")
@@ -45,7 +52,35 @@ def envelope(verb: str, args: Mapping[str, Any], request_id: str | None = None) 
     body: dict[str, Any] = {"wire": WIRE_VERSION, "verb": verb, "args": args}
     if request_id is not None:
         body["request_id"] = request_id
-    return orjson.dumps(body, option=_OPTIONS)
+    data = orjson.dumps(body, option=_OPTIONS)
+    if b"null" in data:  # a None, the text "null", or a number orjson could not write
+        where = _non_finite(args, "args")
+        if where is not None:
+            raise NonFiniteNumber(where)
+    return data
+
+
+def _non_finite(value: Any, where: str) -> str | None:
+    """Where the first NaN or infinity in ``value`` is, or ``None``."""
+    if isinstance(value, float):
+        return None if math.isfinite(value) else where
+    if isinstance(value, np.ndarray):
+        if value.dtype.kind in "fc" and not np.isfinite(value).all():
+            return where
+        return None
+    if isinstance(value, np.floating):
+        return None if np.isfinite(value) else where
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            found = _non_finite(item, f"{where}.{key}")
+            if found is not None:
+                return found
+    elif isinstance(value, (list, tuple)):
+        for i, item in enumerate(value):
+            found = _non_finite(item, f"{where}[{i}]")
+            if found is not None:
+                return found
+    return None
 
 
 def drop_none(**args: Any) -> dict[str, Any]:

@@ -146,6 +146,17 @@ class InternalError(RatatoskrError):
     wire_code = wire.InternalError.code
 
 
+class NonFiniteNumber(RatatoskrError, ValueError):
+    """A NaN or an infinity in a call's arguments: JSON cannot carry it, and orjson would
+    have written ``null`` in its place. Nothing was sent; the message says where."""
+
+    def __init__(self, where: str) -> None:
+        super().__init__(
+            "client.non_finite_number",
+            f"{where} is not a finite number: JSON cannot carry it; nothing was sent",
+        )
+
+
 class VerbNotListed(RatatoskrError):
     """The server's handshake does not list this verb (or plane): nothing was sent."""
 

@@ -15,6 +15,12 @@ nothing; and were the first sending ever executed (a worker dying before it answ
 second would be refused as a replayed token for a mutating verb: never two executions.
 Any other failure is raised as ``OSError`` for the client to report as ``TransportFailed``.
 
+A body of ``EXPECT_BODY`` bytes or more is asked for first (``Expect: 100-continue``): the
+server answers a body over its limit with 413 before reading it and closes the connection,
+and a client still writing megabytes would see the reset, not the answer. The body goes
+out on ``100 Continue``, or after ``CONTINUE_WAIT`` seconds of silence (a server or proxy
+that ignores the header); any other answer is the call's, and the body is never sent.
+
 ``https://`` URLs and callers who need proxies, TLS settings or their own hooks pass an
 httpx client instead (``http=``); ``HttpxTransport`` adapts either kind of client.
 """
@@ -34,6 +40,8 @@ import httpx
 
 MAX_HEAD = 64 * 1024
 _SMALL_BODY = 64 * 1024  # below this, head and body go out as one write
+EXPECT_BODY = 1024 * 1024  # from this size the server is asked before the body is sent
+CONTINUE_WAIT = 1.0  # seconds to wait for ``100 Continue`` before sending anyway
 
 
 class IncompleteAnswer(OSError):
@@ -68,6 +76,8 @@ def request_head(endpoint: Endpoint, path: str, headers: Mapping[str, str], size
             raise ValueError(f"the {name} header holds a line break")
         lines.append(f"{name}: {value}")
     lines.append(f"Content-Length: {size}")
+    if size >= EXPECT_BODY:
+        lines.append("Expect: 100-continue")
     return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
 
 
@@ -180,8 +190,13 @@ class Connection:
         try:
             if len(body) < _SMALL_BODY:
                 self.sock.sendall(head + body)
-            else:
+            elif len(body) < EXPECT_BODY:
                 self.sock.sendall(head)
+                self.sock.sendall(body)
+            else:
+                early = self._ask(head)
+                if early is not None:  # answered without the body (a 413): never sent
+                    return early.status, _read_body(self.reader, early), False
                 self.sock.sendall(body)
             parsed = Head.parse(self.reader.until(b"\r\n\r\n"))
         except OSError as exc:
@@ -190,6 +205,20 @@ class Connection:
             raise
         content = _read_body(self.reader, parsed)
         return parsed.status, content, not parsed.close and not self.reader.buffer
+
+    def _ask(self, head: bytes) -> Head | None:
+        """Send ``head`` (which expects ``100 Continue``) and wait for the server's word:
+        ``None`` to send the body (a 100, or silence), else its final answer's head."""
+        self.sock.sendall(head)
+        timeout = self.sock.gettimeout()
+        self.sock.settimeout(CONTINUE_WAIT if timeout is None else min(CONTINUE_WAIT, timeout))
+        try:
+            parsed = Head.parse(self.reader.until(b"\r\n\r\n"))
+        except TimeoutError:
+            return None  # a server that ignores Expect: the body goes out now
+        finally:
+            self.sock.settimeout(timeout)
+        return None if parsed.status == 100 else parsed
 
     def close(self) -> None:
         self.sock.close()
@@ -252,7 +281,13 @@ class AsyncConnection:
 
     async def exchange(self, head: bytes, body: bytes) -> tuple[int, bytes, bool]:
         try:
-            self.writer.writelines([head, body])
+            if len(body) < EXPECT_BODY:
+                self.writer.writelines([head, body])
+            else:
+                early = await self._ask(head)
+                if early is not None:  # answered without the body (a 413): never sent
+                    return early.status, await self._body(early), False
+                self.writer.write(body)
             await self.writer.drain()
             raw = await self.reader.readuntil(b"\r\n\r\n")
         except asyncio.IncompleteReadError as exc:
@@ -269,6 +304,17 @@ class AsyncConnection:
         except asyncio.IncompleteReadError as exc:
             raise IncompleteAnswer("the connection ended inside the answer's body") from exc
         return parsed.status, content, not parsed.close
+
+    async def _ask(self, head: bytes) -> Head | None:
+        """``Connection._ask`` for asyncio."""
+        self.writer.write(head)
+        await self.writer.drain()
+        try:
+            raw = await asyncio.wait_for(self.reader.readuntil(b"\r\n\r\n"), CONTINUE_WAIT)
+        except TimeoutError:
+            return None  # a server that ignores Expect: the body goes out now
+        parsed = Head.parse(raw[:-4])
+        return None if parsed.status == 100 else parsed
 
     async def _body(self, head: Head) -> bytes:
         if head.chunked:

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 import httpx
+import numpy as np
 import orjson
 import pytest
 
@@ -28,6 +29,7 @@ from ratatoskr.client import (
     KeyMinter,
     MalformedEnvelope,
     MissingToken,
+    NonFiniteNumber,
     PayloadTooLarge,
     PlaneError,
     RatatoskrError,
@@ -43,6 +45,7 @@ from ratatoskr.client import (
     UnsupportedMediaType,
     UnsupportedVersion,
     VerbNotListed,
+    http11,
 )
 from ratatoskr.client.errors import WIRE_ERRORS, error_class
 from ratatoskr.client.transport import read_answer
@@ -183,6 +186,51 @@ def test_an_unlisted_verb_is_refused_before_the_first_call_is_sent(server: Serve
                 await aio.call("memory", "mark_invalid", {})
 
     asyncio.run(async_refusal())
+
+
+def test_a_body_far_over_the_limit_is_answered_413_not_cut_off(
+    server: Server, client: Client, tenant: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A body of megabytes is asked for first (``Expect: 100-continue``): the server's 413
+    arrives before the client writes it, where writing it all would meet a reset. Below
+    the limit the same path stores the record; both clients."""
+    scope = {"tenant": tenant}
+    huge = {"id": f"{tenant}-huge", "scope": scope, "pad": SECRET * 700_000}  # ~15 MB
+    error = raised(PayloadTooLarge, lambda: client.affect.put_many([huge], idempotency_key="h"))
+    assert error.status == 413
+    monkeypatch.setattr(http11, "EXPECT_BODY", 64 * 1024)  # the asking path, under the limit
+    fits = {"id": f"{tenant}-fits", "scope": scope, "pad": "x" * 100_000}
+    assert client.affect.put_many([fits], idempotency_key="fits")["written"] == 1
+    assert client.affect.get(f"{tenant}-fits") == {**fits, "revision": 1}
+
+    async def in_asyncio() -> None:
+        async with AsyncClient(server.url, key=KEY, scope=scope, actor=tenant) as aio:
+            with pytest.raises(PayloadTooLarge):
+                await aio.affect.put_many([huge], idempotency_key="h2")
+            again = {**fits, "id": f"{tenant}-fits2"}
+            assert (await aio.affect.put_many([again], idempotency_key="f2"))["written"] == 1
+
+    asyncio.run(in_asyncio())
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf")])
+def test_a_nan_or_an_infinity_is_refused_unsent(client: Client, tenant: str, bad: float) -> None:
+    """orjson writes them as ``null``, which would store something other than what was sent:
+    the client refuses them before sending, saying where; ``None`` and the text "null"
+    go through."""
+    scope = {"tenant": tenant}
+    record = {"id": f"{tenant}-nan", "scope": scope, "deep": {"list": [1.0, bad]}}
+    caught = raised(NonFiniteNumber, lambda: client.affect.put_many([record], idempotency_key="n"))
+    assert isinstance(caught, ValueError) and "args.records[0].deep.list[1]" in caught.message
+    vector = np.array(vec(1, 2), dtype=np.float32)
+    vector[3] = bad
+    chunk = {"id": f"{tenant}-nan", "embedding": vector, "scope": scope}
+    raised(NonFiniteNumber, lambda: client.memory.upsert_many([chunk], idempotency_key="n"))
+    raised(NonFiniteNumber, lambda: client.memory.search([bad] + vec(1)[1:], top_k=1))
+    assert client.affect.get(f"{tenant}-nan") is None and client.memory.get(f"{tenant}-nan") is None
+    plain = {"id": f"{tenant}-null", "scope": scope, "note": "null", "none": None}
+    assert client.affect.put_many([plain], idempotency_key="p")["written"] == 1
+    assert client.affect.get(f"{tenant}-null") == {**plain, "revision": 1}
 
 
 def test_wire_and_auth_errors_from_real_calls(server: Server, client: Client) -> None:
