@@ -32,6 +32,7 @@ logger = logging.getLogger("ratatoskr.client")
 
 HANDSHAKE = "handshake"
 HANDSHAKE_PLANE = "*"
+MEMORY_PLANE = "memory"  # refuses a non-number in a vector itself (``envelope``)
 HANDSHAKE_PATH = "/bifrost/handshake"
 JSON = "application/json"
 
@@ -102,7 +103,9 @@ def prepare(
     """The route and body of a call; ``*`` (or the verb ``handshake``) is the handshake."""
     if not isinstance(args, Mapping | None):
         raise TypeError("args must be a mapping")
-    body = envelope(verb, {} if args is None else args, request_id)
+    body = envelope(
+        verb, {} if args is None else args, request_id, vectors_checked=plane == MEMORY_PLANE
+    )
     if plane == HANDSHAKE_PLANE:
         return Prepared(HANDSHAKE_PATH, HANDSHAKE_PLANE, verb, body)
     return Prepared(f"/bifrost/{plane}-call", plane, verb, body)

@@ -222,11 +222,14 @@ def test_a_nan_or_an_infinity_is_refused_unsent(client: Client, tenant: str, bad
     record = {"id": f"{tenant}-nan", "scope": scope, "deep": {"list": [1.0, bad]}}
     caught = raised(NonFiniteNumber, lambda: client.affect.put_many([record], idempotency_key="n"))
     assert isinstance(caught, ValueError) and "args.records[0].deep.list[1]" in caught.message
+    meta = {"id": f"{tenant}-nan", "embedding": vec(1), "scope": scope, "meta": {"w": bad}}
+    caught = raised(NonFiniteNumber, lambda: client.memory.upsert_many([meta], idempotency_key="m"))
+    assert "args.records[0].meta.w" in caught.message
     vector = np.array(vec(1, 2), dtype=np.float32)
-    vector[3] = bad
+    vector[3] = bad  # in a vector the memory plane itself refuses it (a null is no number)
     chunk = {"id": f"{tenant}-nan", "embedding": vector, "scope": scope}
-    raised(NonFiniteNumber, lambda: client.memory.upsert_many([chunk], idempotency_key="n"))
-    raised(NonFiniteNumber, lambda: client.memory.search([bad] + vec(1)[1:], top_k=1))
+    raised(InvalidArguments, lambda: client.memory.upsert_many([chunk], idempotency_key="n"))
+    raised(InvalidArguments, lambda: client.memory.search([bad] + vec(1)[1:], top_k=1))
     assert client.affect.get(f"{tenant}-nan") is None and client.memory.get(f"{tenant}-nan") is None
     plain = {"id": f"{tenant}-null", "scope": scope, "note": "null", "none": None}
     assert client.affect.put_many([plain], idempotency_key="p")["written"] == 1
