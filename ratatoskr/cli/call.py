@@ -26,10 +26,9 @@ from ratatoskr.client import (
     UnexpectedAnswer,
     VerbNotListed,
 )
+from ratatoskr.client.base import url_from_env
 from ratatoskr.core.errors import BifrostError
 from ratatoskr.wire.keys import load_keyring
-
-DEFAULT_URL = "http://127.0.0.1:8000"
 
 
 def read_args(value: str) -> str:
@@ -91,6 +90,7 @@ def run(
 ) -> int:
     env = os.environ if env is None else env
     plane, verb = route(args.plane, args.verb)
+    url = args.url or url_from_env(env)
     try:
         call_args = parse_args_json(read_args(args.args))
         tokens = minter(args, env)
@@ -100,12 +100,12 @@ def run(
         print(f"ratatoskr call: {exc}", file=sys.stderr)
         return 2
     with Client(
-        args.url, token_provider=tokens, retry=args.retries, timeout=args.timeout, http=client
+        url, token_provider=tokens, retry=args.retries, timeout=args.timeout, http=client
     ) as wire:
         try:
             answer = wire.send(plane, verb, call_args, request_id=args.request_id)
         except TransportFailed:
-            print(f"ratatoskr call: cannot reach {args.url}", file=sys.stderr)
+            print(f"ratatoskr call: cannot reach {url}", file=sys.stderr)
             return 3
         except (VerbNotListed, UnexpectedAnswer) as error:
             print(f"ratatoskr call: {error.message}", file=sys.stderr)
@@ -129,7 +129,11 @@ def register(commands: Any) -> None:
     parser.add_argument(
         "--args", default="{}", help="the verb's args as a JSON object, or @FILE (@- for stdin)"
     )
-    parser.add_argument("--url", default=DEFAULT_URL, help="default %(default)s")
+    parser.add_argument(
+        "--url",
+        help="the server; default $RATATOSKR_URL, else http://127.0.0.1:$RATATOSKR_PORT "
+        "(port 8000 when unset), as Client.from_env",
+    )
     parser.add_argument("--request-id")
     parser.add_argument("--timeout", type=float, default=30.0)
     parser.add_argument(

@@ -14,8 +14,14 @@ from typing import Any
 
 from ratatoskr.core.errors import BifrostError
 from ratatoskr.core.scope import AXES
+from ratatoskr.server.settings import MAX_TTL_ENV
 from ratatoskr.wire.keys import Keyring, load_keyring
-from ratatoskr.wire.tokens import DEFAULT_CONSUMER, DEFAULT_ISSUER, mint_token
+from ratatoskr.wire.tokens import (
+    DEFAULT_CONSUMER,
+    DEFAULT_ISSUER,
+    DEFAULT_MAX_LIFETIME,
+    mint_token,
+)
 
 DEFAULT_SUB = "worldtree-dev"
 DEFAULT_LIFETIME = 60
@@ -28,6 +34,8 @@ def parse_scope(pairs: list[str] | None) -> dict[str, str]:
         axis, sep, value = pair.partition("=")
         if not sep or axis not in AXES or not value:
             raise ValueError(f"--scope takes axis=value with an axis of {', '.join(AXES)}")
+        if axis in scope:
+            raise ValueError(f"--scope names {axis} twice: a scope holds one value per axis")
         scope[axis] = value
     return scope
 
@@ -57,6 +65,12 @@ def mint_for(
     args: argparse.Namespace, plane: str, verb: str, body: bytes, env: Mapping[str, str]
 ) -> str:
     ring = load_keyring(env)
+    longest = int(env.get(MAX_TTL_ENV) or DEFAULT_MAX_LIFETIME)
+    if not 1 <= args.lifetime <= longest:
+        raise ValueError(
+            f"--lifetime must be 1 to {longest} seconds: the server refuses a longer token "
+            f"({MAX_TTL_ENV})"
+        )
     return mint_token(
         signing_key(ring, args.kid),
         plane=plane,

@@ -62,5 +62,7 @@ def parse_scope(pairs: Iterable[str]) -> Scope:
         axis, sep, value = pair.partition("=")
         if not sep or axis not in AXES or not value.strip():
             raise ValueError(f"--scope takes axis=value with an axis of {', '.join(AXES)}")
+        if axis in scope:
+            raise ValueError(f"--scope names {axis} twice: a scope holds one value per axis")
         scope[axis] = value
     return scope

@@ -137,6 +137,15 @@ def test_erase_removes_every_trace(filled: Files, admin: Any) -> None:
     assert len(hits) == 5
 
 
+def test_erase_refuses_an_axis_given_twice(filled: Files, admin: Any) -> None:
+    """A scope holds one value per axis: a second ``end_user`` is refused, not the first
+    one silently dropped (which would erase someone other than asked)."""
+    before = counts(admin, "memory")
+    ran = admin("erase", "--scope", "end_user=u1", "--scope", "end_user=u2", "--yes")
+    assert ran.code == 2 and "end_user twice" in ran.err
+    assert counts(admin, "memory") == before
+
+
 def test_erase_without_yes_is_a_dry_run(filled: Files, admin: Any) -> None:
     before = counts(admin, "memory")
     ran = admin("erase", "--scope", "tenant=acme")

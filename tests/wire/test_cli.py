@@ -47,6 +47,46 @@ def test_token_refuses_an_axis_outside_the_lattice(capsys: pytest.CaptureFixture
     assert "--scope" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(
+    ("extra", "said"),
+    [
+        (["--scope", "tenant=acme", "--scope", "tenant=globex"], "tenant twice"),
+        (["--lifetime", "301"], "--lifetime must be 1 to 300"),
+        (["--lifetime", "0"], "--lifetime must be 1 to 300"),
+    ],
+)
+def test_token_refuses_what_the_server_would(
+    capsys: pytest.CaptureFixture[str], extra: list[str], said: str
+) -> None:
+    """A repeated axis (a scope holds one value per axis) and a lifetime past the server's
+    longest (``RATATOSKR_MAX_TOKEN_TTL``) are refused when minting, not left to fail later."""
+    argv = ["token", "--plane", "memory", "--verb", "search", "--body", "{}", *extra]
+    assert main(argv) == 2
+    assert said in capsys.readouterr().err
+
+
+def test_token_lifetime_follows_the_servers_longest(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("RATATOSKR_MAX_TOKEN_TTL", "600")
+    token = _token(capsys, "--lifetime", "600", "--scope", "tenant=a", "--body", "{}")
+    verified = TokenVerifier(Keyring(KEY), max_lifetime=600).verify(token)
+    assert verified.verb == "search"
+
+
+def test_call_finds_the_server_as_the_client_does(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without ``--url``: ``RATATOSKR_URL``, else the local port ``RATATOSKR_PORT``."""
+    monkeypatch.delenv("RATATOSKR_URL", raising=False)
+    monkeypatch.setenv("RATATOSKR_PORT", "9")
+    assert main(["call", "memory", "health", "--scope", "tenant=a"]) == 3
+    assert "http://127.0.0.1:9" in capsys.readouterr().err
+    monkeypatch.setenv("RATATOSKR_URL", "http://127.0.0.1:7")
+    assert main(["call", "memory", "health", "--scope", "tenant=a"]) == 3
+    assert "http://127.0.0.1:7" in capsys.readouterr().err
+
+
 def test_token_uses_the_default_key_file(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
