@@ -467,7 +467,10 @@ def register(commands: Any) -> None:
     _plane(p)
     p.add_argument("file", metavar="FILE.jsonl")
     p.add_argument(
-        "--kind", choices=("chunk", "state", "event"), help="affect: state (default) or event"
+        "--kind",
+        choices=("chunk", "state", "event"),
+        help="what each line is: chunk (memory, the default there), state (affect, the default "
+        "there) or event",
     )
     p.add_argument(
         "--batch", type=int, default=importer.DEFAULT_BATCH, help="records per call, 1..1000"
