@@ -31,7 +31,13 @@ from ratatoskr.core.context import CallContext
 from ratatoskr.core.overwrites import check_overwrites
 from ratatoskr.core.scope import contains
 from ratatoskr.sqlite.cursors import codec_for, store_secret
-from ratatoskr.sqlite.database import Database, DatabaseSettings, Migration, SchemaError
+from ratatoskr.sqlite.database import (
+    Database,
+    DatabaseSettings,
+    Migration,
+    SchemaError,
+    refuse_other_plane,
+)
 from ratatoskr.sqlite.health import check_health
 from ratatoskr.sqlite.idempotency import (
     CLASS_TTL_SECONDS,
@@ -194,7 +200,11 @@ def open_affect_store(
         directory = os.path.dirname(os.path.abspath(db_path))
         if not os.path.isdir(directory) or not os.access(directory, os.W_OK):
             raise ValueError("the affect database directory does not exist or is not writable")
-    db = Database(db_path, AFFECT_MIGRATIONS, settings)
+    try:
+        db = Database(db_path, AFFECT_MIGRATIONS, settings)
+    except (SchemaError, apsw.NotADBError):
+        refuse_other_plane(db_path, "affect")
+        raise
     try:
         with db.read() as conn:
             plane = conn.execute("SELECT value FROM ratatoskr_meta WHERE key = 'plane'").fetchall()
@@ -202,5 +212,6 @@ def open_affect_store(
         plane = []
     if not plane or plane[0][0] != "affect":
         db.close()
+        refuse_other_plane(db_path, "affect")
         raise SchemaError("the file is not an affect database")
     return RatatoskrAffectStore(db, clock=clock)

@@ -9,7 +9,7 @@ from collections import Counter
 import apsw
 
 from ratatoskr.core.record_sql import Table
-from ratatoskr.sqlite.database import SchemaError
+from ratatoskr.sqlite.database import SchemaError, refuse_other_plane
 
 CHUNKS = Table("chunk", "memory_chunks", "chunk_id", has_revision=True, has_origin=True)
 TABLES = (CHUNKS,)
@@ -64,10 +64,13 @@ def stored_dim(path: str) -> int:
     try:
         rows = conn.execute("SELECT value FROM ratatoskr_meta WHERE key = 'embedding_dim'")
         found = rows.fetchall()
+    except apsw.NotADBError:
+        raise SchemaError("the file is not a SQLite database") from None
     except apsw.Error:
         found = []
     finally:
         conn.close()
     if not found:
+        refuse_other_plane(path, "memory")
         raise SchemaError("the file is not a memory database (no embedding_dim in ratatoskr_meta)")
     return int(found[0][0])

@@ -46,6 +46,34 @@ class SchemaError(Exception):
     """The file cannot be opened as this plane's database (newer schema, other dimension)."""
 
 
+def marked_plane(path: str) -> str | None:
+    """The plane a file says it holds (``ratatoskr_meta``'s ``plane``), read without
+    writing; ``None`` for a file that cannot be opened or holds no mark. A file that is not
+    SQLite at all is a ``SchemaError`` saying so."""
+    try:
+        conn = apsw.Connection(path, flags=apsw.SQLITE_OPEN_READONLY)
+    except apsw.Error:
+        return None
+    try:
+        rows = conn.execute("SELECT value FROM ratatoskr_meta WHERE key = 'plane'").fetchall()
+    except apsw.NotADBError:
+        raise SchemaError("the file is not a SQLite database") from None
+    except apsw.Error:
+        return None
+    finally:
+        conn.close()
+    return str(rows[0][0]) if rows else None
+
+
+def refuse_other_plane(path: str, plane: str) -> None:
+    """Why a file did not open as ``plane``'s, when the cause is that it is another plane's
+    file (or no SQLite file): a swapped ``--memory-db``/``--affect-db`` otherwise reads as a
+    schema too new."""
+    marked = marked_plane(path)
+    if marked is not None and marked != plane:
+        raise SchemaError(f"the file is the {marked} plane's database, not the {plane} plane's")
+
+
 @dataclass(frozen=True)
 class Migration:
     """One forward-only schema step; ``version`` goes into ``PRAGMA user_version``."""

@@ -198,6 +198,25 @@ def test_a_misspelt_plane_file_is_an_error_not_a_plane_left_out(
     assert admin("stats", "--json").json()["planes"]["affect"] == before
 
 
+def test_a_swapped_or_foreign_file_is_named_for_what_it_is(filled: Files, admin: Any) -> None:
+    """The two plane files given the wrong way round, or a file that is not SQLite: the
+    message says so, not that a schema is too new or a key is missing."""
+    memory, affect = str(filled.memory), str(filled.affect)
+    ran = admin("check", "--memory-db", affect, "--affect-db", memory)  # a failed check
+    assert ran.code == 1 and "the affect plane's database, not the memory plane's" in ran.out
+    assert "the memory plane's database, not the affect plane's" in ran.out
+    ran = admin("stats", "--affect-db", memory)
+    assert ran.code == 2 and "the memory plane's database, not the affect plane's" in ran.err
+    garbage = filled.dir / "garbage.db"
+    garbage.write_bytes(b"not sqlite at all " * 500)
+    for flag in ("--memory-db", "--affect-db"):
+        ran = admin("check", flag, str(garbage))
+        assert ran.code == 1 and "not a SQLite database" in ran.out, ran.out + ran.err
+        ran = admin("stats", flag, str(garbage))
+        assert ran.code == 2 and "not a SQLite database" in ran.err, ran.err
+    assert garbage.read_bytes() == b"not sqlite at all " * 500
+
+
 @pytest.mark.parametrize("command", COMMANDS)
 def test_every_command_has_help_with_an_example(
     command: str, capsys: pytest.CaptureFixture[str]
