@@ -36,7 +36,6 @@ from ratatoskr.sqlite.database import (
     DatabaseSettings,
     Migration,
     SchemaError,
-    refuse_other_plane,
 )
 from ratatoskr.sqlite.health import check_health
 from ratatoskr.sqlite.idempotency import (
@@ -200,11 +199,7 @@ def open_affect_store(
         directory = os.path.dirname(os.path.abspath(db_path))
         if not os.path.isdir(directory) or not os.access(directory, os.W_OK):
             raise ValueError("the affect database directory does not exist or is not writable")
-    try:
-        db = Database(db_path, AFFECT_MIGRATIONS, settings)
-    except (SchemaError, apsw.NotADBError):
-        refuse_other_plane(db_path, "affect")
-        raise
+    db = Database(db_path, AFFECT_MIGRATIONS, settings, plane="affect")
     try:
         with db.read() as conn:
             plane = conn.execute("SELECT value FROM ratatoskr_meta WHERE key = 'plane'").fetchall()
@@ -212,6 +207,5 @@ def open_affect_store(
         plane = []
     if not plane or plane[0][0] != "affect":
         db.close()
-        refuse_other_plane(db_path, "affect")
         raise SchemaError("the file is not an affect database")
     return RatatoskrAffectStore(db, clock=clock)

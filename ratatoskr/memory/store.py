@@ -26,7 +26,7 @@ from ratatoskr.memory.schema import memory_migrations
 from ratatoskr.memory.search.engine import SearchEngine
 from ratatoskr.memory.search.hits import stored_record
 from ratatoskr.memory.search.mirror import VectorMirror, mirror_budget_from_env
-from ratatoskr.sqlite.database import Database, DatabaseSettings, SchemaError, refuse_other_plane
+from ratatoskr.sqlite.database import Database, DatabaseSettings, SchemaError
 from ratatoskr.sqlite.health import check_health
 from ratatoskr.sqlite.idempotency import (
     CLASS_TTL_SECONDS,
@@ -247,11 +247,7 @@ def open_memory_store(
     settings = settings or DatabaseSettings()
     if settings.page_size is None:  # a new file's pages hold whole 768-d vectors
         settings = replace(settings, page_size=PAGE_SIZE)
-    try:
-        db = Database(db_path, memory_migrations(embedding_dim), settings)
-    except (SchemaError, apsw.NotADBError):
-        refuse_other_plane(db_path, "memory")
-        raise
+    db = Database(db_path, memory_migrations(embedding_dim), settings, plane="memory")
     with db.read() as conn:
         stored = conn.execute(
             "SELECT value FROM ratatoskr_meta WHERE key = 'embedding_dim'"

@@ -65,13 +65,18 @@ def marked_plane(path: str) -> str | None:
     return str(rows[0][0]) if rows else None
 
 
+def other_plane(marked: str, plane: str) -> str:
+    """What a swapped ``--memory-db``/``--affect-db`` is, said as such (not as a schema too
+    new, or a key missing)."""
+    return f"the file is the {marked} plane's database, not the {plane} plane's"
+
+
 def refuse_other_plane(path: str, plane: str) -> None:
-    """Why a file did not open as ``plane``'s, when the cause is that it is another plane's
-    file (or no SQLite file): a swapped ``--memory-db``/``--affect-db`` otherwise reads as a
-    schema too new."""
+    """``SchemaError`` when the file at ``path`` is marked for another plane than ``plane``
+    (or is not SQLite), read without writing."""
     marked = marked_plane(path)
     if marked is not None and marked != plane:
-        raise SchemaError(f"the file is the {marked} plane's database, not the {plane} plane's")
+        raise SchemaError(other_plane(marked, plane))
 
 
 @dataclass(frozen=True)
@@ -159,8 +164,10 @@ class Database:
         path: str,
         migrations: Sequence[Migration],
         settings: DatabaseSettings | None = None,
+        plane: str | None = None,
     ) -> None:
         self.path = path
+        self.plane = plane  # a file marked for another plane is refused before migrating
         self.settings = settings or DatabaseSettings()
         self.migrations = sorted(migrations, key=lambda m: m.version)
         self.in_memory = path == ":memory:" or path == ""
@@ -177,7 +184,10 @@ class Database:
         s = self.settings
         if not self.in_memory and s.background_checkpoint and s.app_checkpoints:
             self.checkpointer = Checkpointer(lambda: self._connect(create=False, register=False))
-        first = self._connect()
+        try:
+            first = self._connect()
+        except apsw.NotADBError:
+            raise SchemaError("the file is not a SQLite database") from None
         self.identity = None if self.in_memory else FileIdentity.of(path)
         self._shared = first if self.in_memory else None
         if not self.in_memory:
@@ -321,7 +331,18 @@ class Database:
             return int(conn.execute("PRAGMA user_version").fetchall()[0][0])
 
     def _migrate(self, conn: apsw.Connection) -> None:
-        version = int(conn.execute("PRAGMA user_version").fetchall()[0][0])
+        try:
+            version = int(conn.execute("PRAGMA user_version").fetchall()[0][0])
+        except apsw.NotADBError:
+            raise SchemaError("the file is not a SQLite database") from None
+        if self.plane is not None and version > 0:
+            try:
+                mark = conn.execute("SELECT value FROM ratatoskr_meta WHERE key = 'plane'")
+                marked = mark.fetchall()
+            except apsw.SQLError:
+                marked = []
+            if marked and marked[0][0] != self.plane:
+                raise SchemaError(other_plane(str(marked[0][0]), self.plane))
         self._refuse_newer(version)
         if version == self.latest_version:
             return

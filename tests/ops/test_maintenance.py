@@ -15,6 +15,7 @@ import sqlite_vec
 from ratatoskr.affect.store import open_affect_store
 from ratatoskr.cli import main
 from ratatoskr.memory.store import open_memory_store
+from ratatoskr.sqlite.database import SchemaError
 from ratatoskr.sqlite.jti import JtiLedger
 from tests.ops.conftest import CTX, DIM, Files
 
@@ -215,6 +216,15 @@ def test_a_swapped_or_foreign_file_is_named_for_what_it_is(filled: Files, admin:
         ran = admin("stats", flag, str(garbage))
         assert ran.code == 2 and "not a SQLite database" in ran.err, ran.err
     assert garbage.read_bytes() == b"not sqlite at all " * 500
+    # the stores as the server opens them: refused before any migration touches the file
+    untouched = filled.affect.read_bytes()
+    with pytest.raises(SchemaError, match="the affect plane's database, not the memory plane's"):
+        open_memory_store(affect, embedding_dim=DIM)
+    with pytest.raises(SchemaError, match="the memory plane's database, not the affect plane's"):
+        open_affect_store(memory)
+    with pytest.raises(SchemaError, match="not a SQLite database"):
+        open_affect_store(str(garbage))
+    assert filled.affect.read_bytes() == untouched
 
 
 @pytest.mark.parametrize("command", COMMANDS)
