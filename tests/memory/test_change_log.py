@@ -134,3 +134,57 @@ def test_a_file_with_the_older_log_is_migrated_in_place(tmp_path: Path) -> None:
     ]
     assert store.search([1.0] * DIM, top_k=1) == []
     store.close()
+
+def test_a_search_reads_the_changes_past_the_mirror_once_and_extends_them(
+    tmp_path: Path,
+) -> None:
+    """The first search at a new head reads the changed ids and their last entries; the
+    searches after it at that head, whatever their filter, take that read, and the first
+    one after the next commit extends it by the new entries alone. A chunk moved twice,
+    deleted after a move or written again after a delete answers by its last entry."""
+    path = tmp_path / "m.db"
+    writer = open_memory_store(str(path), embedding_dim=DIM, mirror_bytes=0)
+    ref = ReferenceMemoryStore(DIM)
+    rng = np.random.default_rng(3)
+
+    def write(ids: list[int], key: str, scope_of: Any) -> None:
+        batch = [chunk(f"c{i}", rng.standard_normal(DIM).tolist(), scope=scope_of(i)) for i in ids]
+        writer.upsert_many(batch, idempotency_key=key, ctx=CTX)
+        ref.upsert_many(batch, idempotency_key=key, ctx=CTX)
+
+    def delete(ids: list[int]) -> None:
+        writer.delete_many([f"c{i}" for i in ids])
+        ref.delete_many([f"c{i}" for i in ids])
+
+    write(list(range(40)), "k0", lambda i: SCOPES[i % 2])
+    ours = open_memory_store(str(path), embedding_dim=DIM)
+    settled(ours)
+    assert ours.engine.worker is not None
+    filters: list[dict[str, Any]] = [
+        {"scope_all": {"end_user": "u1"}},
+        {},
+        {"scope_all": {"tenant": "t1"}},
+        {"scope_all": {"end_user": "u9"}},  # c31 and c32 were inside it, then left it
+        {"scope_any": [{"end_user": "u2"}, {"end_user": "u9"}]},
+    ]
+
+    def agree() -> None:
+        for flt in filters:
+            query = rng.standard_normal(DIM).tolist()
+            assert ours.search(query, top_k=12, **flt) == ref.search(query, top_k=12, **flt)
+
+    with holding("follow", ours.engine.worker) as follow:
+        ours.search(rng.standard_normal(DIM).tolist(), top_k=3)  # the worker looks again
+        assert follow.reached.wait(30)
+        write(list(range(30, 50)), "k1", lambda i: {"end_user": "u9"})  # moved, and new
+        delete([0, 1, 45])
+        agree()
+        assert ours.engine.routes["overlay"] == 1  # one read at this head, shared after
+        write([31, 32, 45], "k2", lambda i: SCOPES[i % 2])  # moved back; written again
+        delete([33, 2])
+        agree()
+        assert ours.engine.routes["overlay"] == 2  # extended once
+    settled(ours)
+    agree()
+    ours.close()
+    writer.close()

@@ -134,9 +134,9 @@ def test_the_changes_beside_the_mirror_are_kept_with_the_mark(
     pair: tuple[RatatoskrMemoryStore, RatatoskrMemoryStore], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """While the worker has not applied a write, the searches after the first one at that
-    head answer without a read transaction too when the changes kept with the mark say
-    all they need (none of the changed chunks is inside their filter), exactly as the SQL
-    path does; the next commit ends that."""
+    head answer without a read transaction too, the changes kept with the mark read for
+    their own filter (the changed chunks inside it fetched, the file shown unchanged
+    since), exactly as the SQL path does; the next commit ends that."""
     store, sql_only = pair
     settled(store)
     worker = store.engine.worker
@@ -159,7 +159,7 @@ def test_the_changes_beside_the_mirror_are_kept_with_the_mark(
         sql_only.delete_many(["c02"])  # of u2
         assert search(store, **u2) == search(sql_only, **u2)  # reads the changes
         assert without_sql(**u2) == search(sql_only, **u2)  # and keeps them with the mark
-        assert without_sql() is None  # "new" and "c01" are inside: their rows are read
+        assert without_sql() == search(sql_only)  # "new" and "c01" are inside: read too
         assert search(store) == search(sql_only)
         sql_only.upsert_many([chunk("later", vec(1, 1, 0.3))], idempotency_key="c", ctx=CTX)
         assert without_sql(**u2) is None  # a commit since: not proven

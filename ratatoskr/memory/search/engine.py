@@ -5,7 +5,8 @@ A search walks these steps, each of which may hand it to the next route:
 1. **current**: when the file provably has not changed since this thread's last search
    read its log head, and the mirror is at that head or the changes the mark holds bring
    it there (``CurrentMark``), rank on the mirror without opening a read transaction; the
-   changes (a ``ChangeView`` of whole rows) are ranked beside it as in step 2;
+   changes (a ``ChangeView``) are ranked beside it as in step 2, the filter's changed rows
+   read when the view holds only ids, and the file shown unchanged after every read;
 2. **mirror**: lock the mirror, then open a read transaction (so the snapshot holds every
    change the mirror does: the worker applies a change only after reading it), read the
    log's head, and rank on the mirror; when the log is ahead of the mirror, the chunks
@@ -190,9 +191,14 @@ class SearchEngine:
         if current is None:
             return None
         version, head, view = current
-        overlay = None
+        overlay, read = None, False
         if view is not None and mirror.seq != head:  # (read again under the lock)
             overlay = view.overlay(None, call)
+            if overlay is None and view.stored is None:
+                try:  # its ids only: the filter's rows from the file, shown unchanged below
+                    overlay, read = view.overlay(conn, call), True
+                except apsw.Error:
+                    return None
             if overlay is None:
                 return None  # a changed chunk's row is needed from the file
         if not mirror.lock.acquire(blocking=not quick):
@@ -211,6 +217,8 @@ class SearchEngine:
             return None
         unheld = gathered.unheld()
         if not unheld:
+            if read and conn.data_version() != version:
+                return None  # the file changed since the check: not the view's snapshot
             hits = mirror_hits(gathered, call.include_embedding, {})
             return hits if overlay is None else overlay_hits(overlay, call, hits)
         try:

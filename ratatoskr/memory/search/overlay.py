@@ -4,15 +4,18 @@ search's own snapshot and ranked beside them. The mirror worker applies those en
 the background; meanwhile no search waits for it, and every one sees each write committed
 before it began.
 
-What changed is read once per stretch of the log (``ChangeView``: every changed id, and
-the axis values of those still stored), by the first search that finds the log at a new
-head, or by the worker, which reads whole rows to apply them. Every later search whose
-snapshot is at that same head, on that same mirror ``seq``, takes the view as it is: the
-same chunks in the same state, without reading them again. Each search then leaves the
-mirror's rows of every changed chunk out (whatever the mirror holds for them), and ranks
-beside the mirror those changed chunks its filter admits now, read from its own snapshot
-when the view holds only their scope: a deleted chunk is not stored, a moved one is out of
-its old scope. Their exact float64 scores are the mirror's bits (``cosine.py``), so the
+What changed is read once per stretch of the log (``ChangeView``), by the first search
+that finds the log at a new head, or by the worker, which reads whole rows to apply them.
+A search reads only the changed ids and each one's last entry: a batch's thousand entries
+made into Python rows cost a millisecond, and a search needs the scopes of none but the
+few chunks its own filter admits, which SQLite picks from the same entries in a few tens
+of microseconds (``ChangeView.overlay``). Every later search whose snapshot is at that
+same head, on that same mirror ``seq``, takes the view as it is: the same chunks in the
+same state, without reading them again. Each search then leaves the mirror's rows of
+every changed chunk out (whatever the mirror holds for them), and ranks beside the mirror
+those changed chunks its filter admits now, read from its own snapshot when the view
+holds only their ids or scope: a deleted chunk is not stored, a moved one is out of its
+old scope. Their exact float64 scores are the mirror's bits (``cosine.py``), so the
 union, ordered by score and then id, is the exact answer.
 """
 
@@ -30,6 +33,7 @@ from ratatoskr.memory.search.build import chunk_rows
 from ratatoskr.memory.search.cosine import I64, cosine_scores, rank
 from ratatoskr.memory.search.hits import Row, hit_from_row
 from ratatoskr.memory.search.mirror import Changed, VectorMirror
+from ratatoskr.sqlite.scope_sql import scope_condition
 
 SCOPE = 6  # a view's row of what the log says: id, four axis values, stored
 
@@ -84,24 +88,33 @@ class Overlay(NamedTuple):
 
 class ChangeView(NamedTuple):
     """The chunks logged after entry ``since`` up to ``upto``, the log's head when they
-    were read: every changed id, and per chunk still stored its id and four axis values
-    (``SCOPE``: what the log says), or its whole row, as the worker reads it to apply it
-    (``mirror.CHANGED_COLUMNS``, which begin with the same five)."""
+    were read: every changed id, and either per chunk still stored its id and four axis
+    values (``SCOPE``: what the log says) or its whole row, as the worker reads it to
+    apply it (``mirror.CHANGED_COLUMNS``, which begin with the same five); or, as a
+    search reads it, ``stored`` is ``None`` and ``latest`` holds each changed chunk's
+    last entry."""
 
     since: int
     upto: int
     changed: set[str]
-    stored: Sequence[Changed]
+    stored: Sequence[Changed] | None
     found: ChangedRows  # a new one per view (``of``): the searches at it share it
+    latest: dict[str, int] | None = None
 
     @classmethod
     def of(cls, since: int, upto: int, changed: set[str], stored: Sequence[Changed]) -> ChangeView:
         return cls(since, upto, changed, stored, ChangedRows())
 
     def overlay(self, conn: apsw.Connection | None, call: rules.SearchCall) -> Overlay | None:
-        """The overlay of a search whose snapshot (``conn``'s) is at ``upto``; without
-        ``conn``, ``None`` when a row it needs is not in the view (only its scope was read,
-        or a float64 embedding is asked for)."""
+        """The overlay of a search whose snapshot (``conn``'s) is at ``upto``, or, outside
+        a transaction, a connection whose caller shows afterwards that the file did not
+        change since its snapshot at ``upto``; without ``conn``, ``None`` when a row it
+        needs is not in the view (only its id or scope was read, or a float64 embedding is
+        asked for)."""
+        if self.stored is None:
+            if conn is None:
+                return None
+            return Overlay(self.changed, self._inside(conn, call), self.found)
         inside = _admitted(self.stored, call.scope_all, call.scope_any)
         whole = [r for r in inside if len(r) > SCOPE and not (call.include_embedding and r[8])]
         rows: list[Row] = [(r[0], r[6], r[7], r[5], None, r[9]) for r in whole]
@@ -113,26 +126,59 @@ class ChangeView(NamedTuple):
             rows += _read_rows(conn, missing, call.include_embedding)
         return Overlay(self.changed, rows, self.found)
 
+    def _inside(self, conn: apsw.Connection, call: rules.SearchCall) -> list[Row]:
+        """The stored rows of the changed chunks the filter admits: those whose last entry
+        says the chunk is stored with a scope inside it (``schema.py``)."""
+        assert self.latest is not None
+        condition, params = scope_condition(call.scope_all, call.scope_any)
+        entries = conn.execute(
+            "SELECT chunk_id, seq FROM memory_changes "
+            f"WHERE seq > ? AND seq <= ? AND stored AND {condition}",
+            [self.since, self.upto, *params],
+        ).fetchall()
+        latest = self.latest
+        ids = [cid for cid, seq in entries if latest.get(cid) == seq]
+        return _read_rows(conn, ids, call.include_embedding) if ids else []
+
 
 def read_view(
     conn: apsw.Connection, since: int, head: int, base: ChangeView | None = None
 ) -> ChangeView:
     """The chunks logged after entry ``since``, in ``conn``'s read transaction (whose
-    log head is ``head``), from the log alone: each chunk's last entry says whether it is
-    stored and with what scope (``schema.py``). ``base``, a view of the same ``since`` at
-    an earlier head, is extended by the entries after it. An entry written before the log
-    said so has the table joined instead."""
+    log head is ``head``), from the log alone: each changed id and its last entry, which
+    says whether the chunk is stored and with what scope (``schema.py``). ``base``, a
+    view of the same ``since`` at an earlier head, is extended by the entries after it.
+    An entry written before the log said so has the table joined instead."""
+    start = since if base is None else base.upto
+    if base is not None and base.latest is None:
+        return _extended(conn, since, head, base)
+    unmarked = conn.execute(
+        "SELECT EXISTS (SELECT 1 FROM memory_changes WHERE seq > ? AND stored IS NULL)",
+        (start,),
+    ).fetchall()[0][0]
+    if unmarked:
+        return _joined_view(conn, since, head)
+    entries = conn.execute(
+        "SELECT chunk_id, seq FROM memory_changes WHERE seq > ? ORDER BY seq", (start,)
+    ).fetchall()
+    latest: dict[str, int] = dict(entries)  # a chunk's later entry replaces its earlier ones
+    if base is not None and base.latest is not None:
+        latest = {**base.latest, **latest}
+    return ChangeView(since, head, set(latest), None, ChangedRows(), latest)
+
+
+def _extended(conn: apsw.Connection, since: int, head: int, base: ChangeView) -> ChangeView:
+    """``base``, a view of whole rows or scopes, extended by the entries after it."""
+    assert base.stored is not None
     entries = conn.execute(
         "SELECT chunk_id, tenant, grp, end_user, agent_self, stored FROM memory_changes "
         "WHERE seq > ? ORDER BY seq",
-        (since if base is None else base.upto,),
+        (base.upto,),
     ).fetchall()
     last = {r[0]: r for r in entries}  # a chunk's later entry replaces its earlier ones
     if any(r[5] is None for r in last.values()):
         return _joined_view(conn, since, head)
     stored = [r for r in last.values() if r[5]]
-    if base is None:
-        return ChangeView.of(since, head, set(last), stored)
     kept = [r for r in base.stored if r[0] not in last]
     return ChangeView.of(since, head, base.changed | last.keys(), kept + stored)
 
