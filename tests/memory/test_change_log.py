@@ -135,6 +135,7 @@ def test_a_file_with_the_older_log_is_migrated_in_place(tmp_path: Path) -> None:
     assert store.search([1.0] * DIM, top_k=1) == []
     store.close()
 
+
 def test_a_search_reads_the_changes_past_the_mirror_once_and_extends_them(
     tmp_path: Path,
 ) -> None:
@@ -186,5 +187,37 @@ def test_a_search_reads_the_changes_past_the_mirror_once_and_extends_them(
         assert ours.engine.routes["overlay"] == 2  # extended once
     settled(ours)
     agree()
+    ours.close()
+    writer.close()
+
+
+def test_a_search_whose_best_rows_mostly_changed_answers_exactly(tmp_path: Path) -> None:
+    """A batch that rewrote most of the store, the best rows of every query among them:
+    a search ahead of its mirror leaves out all their stale rows and answers exactly."""
+    path = tmp_path / "m.db"
+    writer = open_memory_store(str(path), embedding_dim=DIM, mirror_bytes=0)
+    ref = ReferenceMemoryStore(DIM)
+    rng = np.random.default_rng(4)
+    anchor = rng.standard_normal(DIM)
+
+    def write(ids: range, key: str, spread: float) -> None:
+        batch = [chunk(f"c{i}", (anchor + spread * rng.standard_normal(DIM)).tolist()) for i in ids]
+        writer.upsert_many(batch, idempotency_key=key, ctx=CTX)
+        ref.upsert_many(batch, idempotency_key=key, ctx=CTX)
+
+    write(range(60), "k0", 0.1)  # all near the anchor: each is among the best of a query
+    ours = open_memory_store(str(path), embedding_dim=DIM)
+    settled(ours)
+    assert ours.engine.worker is not None
+    with holding("follow", ours.engine.worker) as follow:
+        ours.search(rng.standard_normal(DIM).tolist(), top_k=3)  # the worker looks again
+        assert follow.reached.wait(30)
+        write(range(50), "k1", 3.0)  # most rewritten, far from the anchor now
+        writer.delete_many(["c55"])
+        ref.delete_many(["c55"])
+        for top_k in (5, 10, 20):
+            query = (anchor + 0.05 * rng.standard_normal(DIM)).tolist()
+            assert ours.search(query, top_k=top_k) == ref.search(query, top_k=top_k)
+        assert ours.engine.routes["sql"] == 0
     ours.close()
     writer.close()
