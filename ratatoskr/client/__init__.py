@@ -14,6 +14,7 @@ Every wire error is raised as its own class (``InvalidArguments``, ``RevisionMis
 from ratatoskr.client.aio import AsyncClient
 from ratatoskr.client.errors import (
     BindingMismatch,
+    ClientClosed,
     EventConflict,
     IdempotencyConflict,
     InternalError,
@@ -49,6 +50,7 @@ __all__ = [
     "AsyncClient",
     "BindingMismatch",
     "Client",
+    "ClientClosed",
     "EventConflict",
     "IdempotencyConflict",
     "InternalError",

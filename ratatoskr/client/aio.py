@@ -11,7 +11,7 @@ import httpx
 
 from ratatoskr.client.affect import AsyncAffectAPI
 from ratatoskr.client.base import ClientBase, ClientSettings
-from ratatoskr.client.errors import RatatoskrError, TransportFailed
+from ratatoskr.client.errors import ClientClosed, RatatoskrError, TransportFailed
 from ratatoskr.client.http11 import AsyncHttp11Pool, AsyncHttpxTransport
 from ratatoskr.client.memory import AsyncMemoryAPI
 from ratatoskr.client.transport import (
@@ -27,6 +27,8 @@ from ratatoskr.client.transport import (
 
 
 class AsyncTransport(Protocol):
+    @property
+    def closed(self) -> bool: ...
     async def post(
         self, path: str, body: bytes, headers: Mapping[str, str]
     ) -> tuple[int, bytes]: ...
@@ -107,6 +109,8 @@ class AsyncClient(ClientBase):
     async def _send(
         self, plane: str, verb: str, args: Mapping[str, Any] | None, request_id: str | None
     ) -> Answer:
+        if self.transport.closed:
+            raise ClientClosed
         prepared = prepare(plane, verb, args, request_id)
         retry = 0
         while True:

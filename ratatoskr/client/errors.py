@@ -157,6 +157,14 @@ class NonFiniteNumber(RatatoskrError, ValueError):
         )
 
 
+class ClientClosed(RatatoskrError, RuntimeError):
+    """A call on a client after ``close()`` (or ``aclose()``, or the end of its ``with``
+    block), or on one whose ``http`` client was closed: nothing was sent."""
+
+    def __init__(self) -> None:
+        super().__init__("client.closed", "the client is closed; nothing was sent")
+
+
 class VerbNotListed(RatatoskrError):
     """The server's handshake does not list this verb (or plane): nothing was sent."""
 

@@ -232,6 +232,7 @@ class Http11Pool:
         self.timeout = timeout
         self.idle: deque[Connection] = deque()
         self.lock = threading.Lock()
+        self.closed = False
 
     def post(self, path: str, body: bytes, headers: Mapping[str, str]) -> tuple[int, bytes]:
         head = request_head(self.endpoint, path, headers, len(body))
@@ -250,15 +251,17 @@ class Http11Pool:
         except BaseException:
             conn.close()
             raise
-        if reusable:
-            with self.lock:
+        with self.lock:
+            kept = reusable and not self.closed
+            if kept:
                 self.idle.append(conn)
-        else:
+        if not kept:
             conn.close()
         return status, content
 
     def close(self) -> None:
         with self.lock:
+            self.closed = True
             while self.idle:
                 self.idle.pop().close()
 
@@ -343,6 +346,7 @@ class AsyncHttp11Pool:
         self.endpoint = Endpoint.of(base_url)
         self.timeout = timeout
         self.idle: deque[AsyncConnection] = deque()
+        self.closed = False
 
     async def post(self, path: str, body: bytes, headers: Mapping[str, str]) -> tuple[int, bytes]:
         head = request_head(self.endpoint, path, headers, len(body))
@@ -360,13 +364,14 @@ class AsyncHttp11Pool:
         except BaseException:
             conn.close()
             raise
-        if reusable:
+        if reusable and not self.closed:
             self.idle.append(conn)
         else:
             conn.close()
         return status, content
 
     async def aclose(self) -> None:
+        self.closed = True
         while self.idle:
             conn = self.idle.pop()
             conn.close()
@@ -382,6 +387,10 @@ class HttpxTransport:
 
     def __init__(self, http: httpx.Client) -> None:
         self.http = http
+
+    @property
+    def closed(self) -> bool:
+        return self.http.is_closed
 
     def post(self, path: str, body: bytes, headers: Mapping[str, str]) -> tuple[int, bytes]:
         try:
@@ -399,6 +408,10 @@ class AsyncHttpxTransport:
 
     def __init__(self, http: httpx.AsyncClient) -> None:
         self.http = http
+
+    @property
+    def closed(self) -> bool:
+        return self.http.is_closed
 
     async def post(self, path: str, body: bytes, headers: Mapping[str, str]) -> tuple[int, bytes]:
         try:

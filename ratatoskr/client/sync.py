@@ -11,7 +11,7 @@ import httpx
 
 from ratatoskr.client.affect import AffectAPI
 from ratatoskr.client.base import ClientBase, ClientSettings
-from ratatoskr.client.errors import RatatoskrError, TransportFailed
+from ratatoskr.client.errors import ClientClosed, RatatoskrError, TransportFailed
 from ratatoskr.client.http11 import Http11Pool, HttpxTransport
 from ratatoskr.client.memory import MemoryAPI
 from ratatoskr.client.transport import (
@@ -27,6 +27,8 @@ from ratatoskr.client.transport import (
 
 
 class Transport(Protocol):
+    @property
+    def closed(self) -> bool: ...
     def post(self, path: str, body: bytes, headers: Mapping[str, str]) -> tuple[int, bytes]: ...
     def close(self) -> None: ...
 
@@ -119,6 +121,8 @@ class Client(ClientBase):
     def _send(
         self, plane: str, verb: str, args: Mapping[str, Any] | None, request_id: str | None
     ) -> Answer:
+        if self.transport.closed:
+            raise ClientClosed
         prepared = prepare(plane, verb, args, request_id)
         retry = 0
         while True:

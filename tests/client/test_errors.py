@@ -20,6 +20,7 @@ from ratatoskr.client import (
     AsyncClient,
     BindingMismatch,
     Client,
+    ClientClosed,
     EventConflict,
     IdempotencyConflict,
     InternalError,
@@ -330,3 +331,39 @@ def test_an_error_exception_never_quotes_content(client: Client, tenant: str) ->
         InvalidArguments, lambda: client.memory.upsert_many([bad], idempotency_key="bad")
     )
     assert "embedding" in error.message
+
+
+def test_a_closed_client_refuses_every_call_unsent(
+    server: Server, client: Client, tenant: str
+) -> None:
+    """After ``close()`` a call raises ``ClientClosed`` (also a ``RuntimeError``) and
+    sends nothing, on the client's own connections, on a client made from it with another
+    scope, and on an ``http`` client of the caller's that was closed; so does an
+    ``AsyncClient`` after ``aclose()``."""
+    scope = {"tenant": tenant}
+    record = {"id": f"{tenant}-late", "scope": scope}
+    own = Client(server.url, key=KEY, scope=scope, actor=tenant)
+    assert own.affect.get(f"{tenant}-late") is None
+    child = own.with_scope(scope)
+    own.close()
+    for closed in (own, child):
+
+        def late(c: Client = closed) -> Any:
+            return c.affect.put_many([record], idempotency_key="l")
+
+        caught = raised(ClientClosed, late)
+        assert isinstance(caught, RuntimeError) and caught.code == "client.closed"
+    http = httpx.Client(base_url=server.url)
+    theirs = Client(server.url, key=KEY, scope=scope, actor=tenant, http=http)
+    http.close()
+    raised(ClientClosed, lambda: theirs.affect.put_many([record], idempotency_key="l"))
+
+    async def in_asyncio() -> None:
+        aio = AsyncClient(server.url, key=KEY, scope=scope, actor=tenant)
+        assert await aio.affect.get(f"{tenant}-late") is None
+        await aio.aclose()
+        with pytest.raises(ClientClosed):
+            await aio.affect.put_many([record], idempotency_key="l")
+
+    asyncio.run(in_asyncio())
+    assert client.affect.get(f"{tenant}-late") is None  # nothing was sent
