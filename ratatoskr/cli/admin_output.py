@@ -143,9 +143,10 @@ def render_stats(report: dict[str, Any]) -> None:
         )
     out.print(files)
     for ledger in report["jti"]:
+        sync = ledger.get("synchronous")  # PostgreSQL's durability is the server's own
         out.print(
-            f"jti ledger {ledger['path']}: {ledger['entries']:,} ({ledger['expired']:,} expired),"
-            f" synchronous {ledger['synchronous']}"
+            f"jti ledger {ledger['path']}: {ledger['entries']:,} ({ledger['expired']:,} expired)"
+            + ("" if sync is None else f", synchronous {sync}")
         )
     if "replication" in report:
         render_replication(report["replication"])

@@ -19,7 +19,7 @@ from ratatoskr.core.errors import IdempotencyConflict, RevisionMismatch
 from ratatoskr.memory.postgres.store import PgMemoryStore
 from ratatoskr.memory.store import open_memory_store
 from ratatoskr.ops import migrate as migrate_ops
-from ratatoskr.ops.locations import open_affect, open_memory
+from ratatoskr.ops.locations import open_affect, open_ledger, open_memory
 from ratatoskr.ops.stores import Paths, Stores
 from tests.backends import postgres_schema
 from tests.ops.conftest import CTX, DIM, Files, chunks
@@ -126,10 +126,12 @@ def test_every_admin_command_works_against_urls(
     erased = admin("erase", "--scope", "tenant=beta", "--yes", "--json")
     assert erased.code == 0, erased.err
     assert admin("list", "memory", "--scope", "tenant=beta", "--json").json()["records"] == []
+    open_ledger(url).close()  # as a server makes it
     stats = admin("stats", "--json")
     assert stats.json()["planes"]["memory"]["records"]["chunk"] > 0
     shown = admin("stats")
     assert "hunter2" not in stats.out + shown.out + shown.err
+    assert "jti ledger" in shown.out and "None" not in shown.out  # its sync is the server's
     assert "postgres:***@" in stats.json()["planes"]["memory"]["path"]
     assert admin("check").code == 0
     backup = admin("backup", "--to", str(tmp_path / "backup"), "--json")
