@@ -90,18 +90,31 @@ load16(const float *p)
     return v;
 }
 
+INLINE static inline f32x8
+load8(const float *p)
+{
+    f32x8 v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+INLINE static inline float
+sum8(f32x8 t)
+{
+    f32x4 l4, h4;
+    memcpy(&l4, &t, sizeof l4);
+    memcpy(&h4, (const char *)&t + sizeof l4, sizeof h4);
+    f32x4 u = l4 + h4;
+    return (u[0] + u[2]) + (u[1] + u[3]);
+}
+
 INLINE static inline float
 sum16(f32x16 s)
 {
     f32x8 lo, hi;
     memcpy(&lo, &s, sizeof lo);
     memcpy(&hi, (const char *)&s + sizeof lo, sizeof hi);
-    f32x8 t = lo + hi;
-    f32x4 l4, h4;
-    memcpy(&l4, &t, sizeof l4);
-    memcpy(&h4, (const char *)&t + sizeof l4, sizeof h4);
-    f32x4 u = l4 + h4;
-    return (u[0] + u[2]) + (u[1] + u[3]);
+    return sum8(lo + hi);
 }
 
 INLINE static inline float
@@ -146,24 +159,6 @@ typedef struct {
  * (one AVX2 register): its eight partial sums, two query vectors and a row's load fit
  * AVX2's sixteen registers; in vectors of 16 they did not, and the spills to the stack
  * made the AVX2 clone two and a half times slower than BLAS on the same rows. */
-INLINE static inline f32x8
-load8(const float *p)
-{
-    f32x8 v;
-    memcpy(&v, p, sizeof v);
-    return v;
-}
-
-INLINE static inline float
-sum8(f32x8 t)
-{
-    f32x4 l4, h4;
-    memcpy(&l4, &t, sizeof l4);
-    memcpy(&h4, (const char *)&t + sizeof l4, sizeof h4);
-    f32x4 u = l4 + h4;
-    return (u[0] + u[2]) + (u[1] + u[3]);
-}
-
 INLINE static inline void
 dot4_f32(const float *restrict a0, const float *restrict a1, const float *restrict a2,
          const float *restrict a3, const float *restrict b, Py_ssize_t dim, float *out)
