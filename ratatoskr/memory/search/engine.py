@@ -193,12 +193,11 @@ class SearchEngine:
         version, head, view = current
         overlay, read = None, False
         if view is not None and mirror.seq != head:  # (read again under the lock)
-            overlay = view.overlay(None, call)
-            if overlay is None and view.stored is None:
-                try:  # its ids only: the filter's rows from the file, shown unchanged below
-                    overlay, read = view.overlay(conn, call), True
-                except apsw.Error:
-                    return None
+            read = view.stored is None  # its ids only: the filter's rows from the file,
+            try:  # the file shown unchanged below
+                overlay = view.overlay(conn if read else None, call)
+            except apsw.Error:
+                return None
             if overlay is None:
                 return None  # a changed chunk's row is needed from the file
         if not mirror.lock.acquire(blocking=not quick):

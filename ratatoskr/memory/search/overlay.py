@@ -21,7 +21,7 @@ union, ordered by score and then id, is the exact answer.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Sequence, Set
 from typing import Any, NamedTuple
 
 import apsw
@@ -59,7 +59,7 @@ class Overlay(NamedTuple):
     always, the float64 one when the embedding is asked for); ``found``, their view's
     rows in the mirror."""
 
-    changed: set[str]
+    changed: Set[str]
     inside: list[Row]
     found: ChangedRows
 
@@ -96,13 +96,13 @@ class ChangeView(NamedTuple):
 
     since: int
     upto: int
-    changed: set[str]
+    changed: Set[str]
     stored: Sequence[Changed] | None
     found: ChangedRows  # a new one per view (``of``): the searches at it share it
     latest: dict[str, int] | None = None
 
     @classmethod
-    def of(cls, since: int, upto: int, changed: set[str], stored: Sequence[Changed]) -> ChangeView:
+    def of(cls, since: int, upto: int, changed: Set[str], stored: Sequence[Changed]) -> ChangeView:
         return cls(since, upto, changed, stored, ChangedRows())
 
     def overlay(self, conn: apsw.Connection | None, call: rules.SearchCall) -> Overlay | None:
@@ -164,7 +164,7 @@ def read_view(
     latest: dict[str, int] = dict(entries)  # a chunk's later entry replaces its earlier ones
     if base is not None and base.latest is not None:
         latest = {**base.latest, **latest}
-    return ChangeView(since, head, set(latest), None, ChangedRows(), latest)
+    return ChangeView(since, head, latest.keys(), None, ChangedRows(), latest)  # ids: its keys
 
 
 def _extended(conn: apsw.Connection, since: int, head: int, base: ChangeView) -> ChangeView:
