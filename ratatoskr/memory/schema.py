@@ -10,7 +10,9 @@
   in step: upserts logged by the store in the same transaction, with the scope axes they
   wrote (``stored = 1``), deletes by a trigger (``stored = 0``), so a search that finds the
   log ahead of its mirror learns which changed chunks its filter admits from the log alone;
-- ``memory_idempotency``: the replay-or-conflict cache.
+- ``memory_idempotency``: the replay-or-conflict cache;
+- ``memory_chunks_far_norm``: a partial index of the chunks whose vector float32 cannot
+  score (``far_norm_sql``), which the SQL route always takes as candidates.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from collections.abc import Callable
 
 import apsw
 
+from ratatoskr.memory.search.ranking import FAR_NORM_HIGH, FAR_NORM_LOW
 from ratatoskr.sqlite.database import Migration
 from ratatoskr.sqlite.idempotency import create_table
 from ratatoskr.sqlite.scope_sql import COLUMNS
@@ -88,5 +91,34 @@ def _schema_v3(conn: apsw.Connection) -> None:
     )
 
 
+def far_norm_sql(dim: int) -> str:
+    """The condition that holds for a chunk whose vector float32 cannot score
+    (``ranking.FAR_NORM_LOW``): the text of the partial index's ``WHERE``, which a query
+    repeats verbatim to use the index. Its float32 norm is sqlite-vec's L2 distance to the
+    zero vector."""
+    return (
+        f"NOT (vec_distance_l2(embedding, zeroblob({4 * dim})) "
+        f"BETWEEN {FAR_NORM_LOW!r} AND {FAR_NORM_HIGH!r})"
+    )
+
+
+def _schema_v4(dim: int) -> Callable[[apsw.Connection], None]:
+    """The partial index of far-norm vectors: SQLite keeps it on every write (a far row is
+    rare, so it stays near empty), and a search finds them there without a scan."""
+
+    def apply(conn: apsw.Connection) -> None:
+        conn.execute(
+            "CREATE INDEX IF NOT EXISTS memory_chunks_far_norm ON memory_chunks (tenant) "
+            f"WHERE {far_norm_sql(dim)}"
+        )
+
+    return apply
+
+
 def memory_migrations(dim: int) -> list[Migration]:
-    return [Migration(1, _schema_v1(dim)), Migration(2, _schema_v2), Migration(3, _schema_v3)]
+    return [
+        Migration(1, _schema_v1(dim)),
+        Migration(2, _schema_v2),
+        Migration(3, _schema_v3),
+        Migration(4, _schema_v4(dim)),
+    ]

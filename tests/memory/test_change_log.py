@@ -123,10 +123,11 @@ def test_a_file_with_the_older_log_is_migrated_in_place(tmp_path: Path) -> None:
         "CREATE TRIGGER memory_chunks_delete AFTER DELETE ON memory_chunks "
         "BEGIN INSERT INTO memory_changes (chunk_id) VALUES (old.chunk_id); END"
     )
+    conn.execute("DROP INDEX memory_chunks_far_norm")
     conn.execute("PRAGMA user_version = 2")
     conn.close()
     store = open_memory_store(str(path), embedding_dim=DIM)
-    assert store.db.schema_version() == 3
+    assert store.db.schema_version() == 4
     store.delete_many(["c1"])
     assert log_since(path, 0) == [
         ("c1", None, None, None, None, None),

@@ -16,6 +16,7 @@ import numpy as np
 import psycopg
 import pytest
 
+from ratatoskr.memory.postgres.schema import FAR_NORM
 from ratatoskr.memory.postgres.store import PgMemoryStore
 from ratatoskr.memory.reference import ReferenceMemoryStore
 from ratatoskr.ops.locations import open_memory
@@ -89,3 +90,48 @@ def test_search_is_exact_with_an_approximate_index_present(
                 want = ref.search(query, top_k=top_k, **where)
                 assert [h["chunk_id"] for h in got] == [h["chunk_id"] for h in want]
                 assert [h["score"] for h in got] == [h["score"] for h in want]
+
+
+def test_search_ranks_vectors_float32_cannot_score(
+    stores: tuple[Any, ReferenceMemoryStore, str],
+) -> None:
+    """pgvector's cosine sums squares in float32: a stored vector of 1e20s overflows (its
+    distance 1 whatever its direction), one of 1e-25s sinks to zero (NaN). Such rows come
+    from their partial index, always candidates, so they rank where the reference puts
+    them, among 1,200 ordinary rows."""
+    ours, ref, url = stores
+    odd = []
+    for i, scale in enumerate((1e20, 1e-25, 3e37, 1e-40, 1e19, 2e-16)):
+        vector = np.zeros(DIM)
+        vector[i] = scale
+        scope = {"tenant": "t", "end_user": USERS[i % 2]}
+        odd.append({"id": f"odd{i}", "embedding": vector.tolist(), "scope": scope})
+    for store in (ours, ref):
+        store.upsert_many(odd, idempotency_key="odd", ctx=CTX)
+    for i in range(6):
+        query = np.zeros(DIM)
+        query[i] = 1.0
+        wheres: list[dict[str, Any]] = [
+            {},
+            {"scope_all": {"end_user": USERS[i % 2]}},
+            {"scope_all": {"tenant": "t"}},
+        ]
+        for where in wheres:
+            for top_k in (1, 10):
+                got = ours.search(query.tolist(), top_k=top_k, **where)
+                want = ref.search(query.tolist(), top_k=top_k, **where)
+                assert got[0]["chunk_id"] == f"odd{i}"
+                assert [(h["chunk_id"], h["score"]) for h in got] == [
+                    (h["chunk_id"], h["score"]) for h in want
+                ]
+    with psycopg.connect(url) as conn:  # found by the partial index, not by a scan
+        conn.execute("ANALYZE memory_chunks")
+        conn.execute("SET enable_seqscan = off")
+        plan = "\n".join(
+            r[0]
+            for r in conn.execute(
+                "EXPLAIN SELECT chunk_id FROM memory_chunks WHERE end_user = %s AND " + FAR_NORM,
+                (USERS[0].encode(),),
+            ).fetchall()
+        )
+    assert "memory_chunks_far_norm" in plan, plan

@@ -55,7 +55,7 @@ def test_a_tenants_search_reads_one_partition(partitioned: tuple[Any, str]) -> N
             for r in conn.execute(
                 "EXPLAIN (ANALYZE, COSTS OFF) "
                 + _select(condition, False, bounded=False, partitioned=True),
-                (Float4Array(call.vector), *params, 13),
+                (*params, Float4Array(call.vector), *params, 13),
             ).fetchall()
         ]
     # the scan that ranks the tenant's rows reads t3's partition alone (pruned at planning);

@@ -24,9 +24,12 @@ USERS = ["u0", "u1", "u2"]
 @st.composite
 def records(draw: st.DrawFn) -> list[dict[str, Any]]:
     """Chunks over a few scopes, with vectors from a small grid (exact ties, duplicates:
-    crowded cuts) or spread (sent in float64: not float32-exact)."""
+    crowded cuts) or spread (sent in float64: not float32-exact), or spread at magnitudes
+    from 1e-40 to 1e37 (sqlite-vec's float32 distance says nothing of the rows at either
+    end: their partial index makes them candidates)."""
     rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
     grid = draw(st.booleans())
+    magnitudes = not grid and draw(st.booleans())
     out = []
     for i in range(draw(st.integers(1, 120))):
         if grid:
@@ -34,6 +37,9 @@ def records(draw: st.DrawFn) -> list[dict[str, Any]]:
             vector[0] = 1.0  # never all zero
         else:
             vector = rng.standard_normal(DIM)
+            if magnitudes:
+                vector *= 10.0 ** int(rng.integers(-40, 38))
+                vector[0] = vector[0] or 1.0  # not all zero once in float32
         scope = {"tenant": f"t{i % 2}", "end_user": USERS[int(rng.integers(0, len(USERS)))]}
         out.append(chunk(f"c{i:04d}", vector.tolist(), scope=scope))
     return out

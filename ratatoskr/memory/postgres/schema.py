@@ -15,7 +15,8 @@ scope value is empty), and the store keeps a chunk id unique across tenants itse
 
 The vector column is ``STORAGE PLAIN`` while a row fits a page (up to ``PLAIN_MAX_DIM``):
 vectors moved out of line (TOAST) made exact scans 2.5-3x slower. No approximate index is
-created; search never uses one even where an operator adds it (``search.py``).
+created; search never uses one even where an operator adds it (``search.py``). A partial
+index holds the rows whose vector pgvector's float32 cosine cannot score (``FAR_NORM``).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from typing import Any
 
 import psycopg
 
+from ratatoskr.memory.search.ranking import FAR_NORM_HIGH, FAR_NORM_LOW
 from ratatoskr.postgres.idempotency import create_table
 from ratatoskr.postgres.migrations import Migration, ensure_vector
 from ratatoskr.sqlite.scope_sql import COLUMNS
@@ -77,10 +79,23 @@ def _schema_v1(dim: int, partitions: int) -> Callable[[Conn], None]:
     return apply
 
 
+# the rows pgvector's float32 cosine cannot score (``ranking.FAR_NORM_LOW``); the norm in
+# float64 (``vector_norm``); a query repeats this text verbatim to use the partial index
+FAR_NORM = f"NOT (vector_norm(embedding) BETWEEN {FAR_NORM_LOW!r} AND {FAR_NORM_HIGH!r})"
+
+
+def _schema_v2(conn: Conn) -> None:
+    """The partial index of far-norm vectors: PostgreSQL keeps it on every write (a far row
+    is rare, so it stays near empty), and a search finds them there without a scan."""
+    conn.execute(
+        f"CREATE INDEX memory_chunks_far_norm ON memory_chunks (chunk_id) WHERE {FAR_NORM}"
+    )
+
+
 def memory_migrations(dim: int, partitions: int = 0) -> list[Migration]:
     """The memory plane's migrations; ``dim`` and ``partitions`` shape the first one only
     (a database keeps the layout it was created with)."""
-    return [Migration(1, _schema_v1(dim, partitions))]
+    return [Migration(1, _schema_v1(dim, partitions)), Migration(2, _schema_v2)]
 
 
 def is_partitioned(conn: Conn) -> bool:

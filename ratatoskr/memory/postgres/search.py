@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from ratatoskr.memory import rules
+from ratatoskr.memory.postgres.schema import FAR_NORM
 from ratatoskr.memory.search.cosine import cosine_scores, rank
 from ratatoskr.memory.search.hits import stored_record
 from ratatoskr.memory.search.ranking import CANDIDATE_MARGIN, unit_query
@@ -37,44 +38,57 @@ _ROW = "m.chunk_id, m.revision, m.vector_key, m.embedding, {f64}, m.record_json"
 def _select(
     condition: str, include_embedding: bool, *, bounded: bool, partitioned: bool = False
 ) -> str:
-    """The candidates' statement. The hits' rows are joined back by key; partitioned by
-    tenant, the key is ``(tenant, chunk_id)``, so each row is looked up in its partition."""
+    """The candidates' statement: the rows nearest by pgvector's distance, ordered by it,
+    then every far-norm row of the filter (``FAR_NORM``, found by its partial index) with a
+    null distance, whose own distance neither takes a place nor sets the cut. The hits'
+    rows are joined back by key; partitioned by tenant, the key is ``(tenant, chunk_id)``,
+    so each row is looked up in its partition. Parameters: the filter's, the query, the
+    filter's again, then the limit (or, ``bounded``, the widened bound)."""
     row = _ROW.format(f64="m.vector_f64" if include_embedding else "NULL::bytea")
     key = "tenant, chunk_id" if partitioned else "chunk_id"
-    if bounded:  # every row within the widened bound (a crowded cut)
-        inner = (
-            f"SELECT {key}, (embedding <=> {QUERY}) + 0 AS d FROM memory_chunks WHERE {condition}"
-        )
-        return (
-            f"SELECT c.d, {row} FROM ({inner}) c JOIN memory_chunks m USING ({key}) WHERE c.d <= %s"
-        )
-    inner = (
+    far = f"far AS MATERIALIZED (SELECT {key} FROM memory_chunks WHERE {condition} AND {FAR_NORM})"
+    near = (
         f"SELECT {key}, (embedding <=> {QUERY}) + 0 AS d FROM memory_chunks "
-        f"WHERE {condition} ORDER BY d, chunk_id LIMIT %s"
+        f"WHERE {condition} AND chunk_id NOT IN (SELECT chunk_id FROM far)"
     )
-    return f"SELECT c.d, {row} FROM ({inner}) c JOIN memory_chunks m USING ({key}) ORDER BY c.d"
+    if bounded:  # every row within the widened bound (a crowded cut)
+        nearest = (
+            f"SELECT c.d, {row} FROM ({near}) c JOIN memory_chunks m USING ({key}) WHERE c.d <= %s"
+        )
+    else:
+        nearest = (
+            f"SELECT c.d, {row} FROM ({near} ORDER BY d, chunk_id LIMIT %s) c "
+            f"JOIN memory_chunks m USING ({key})"
+        )
+    return (
+        f"WITH {far} SELECT * FROM ({nearest}) AS nearest "
+        f"UNION ALL SELECT NULL::float8, {row} FROM far JOIN memory_chunks m USING ({key})"
+    )
 
 
 def candidate_rows(
     conn: Conn, call: rules.SearchCall, *, snapshot: bool = True, partitioned: bool = False
 ) -> list[tuple[Any, ...]] | None:
-    """Every row that could be in the exact top_k of ``call`` (validated, confined). When
-    the cut is crowded a second statement widens it, which must see the first one's
-    snapshot: without ``snapshot`` (an autocommit connection) that case answers ``None``."""
+    """Every row that could be in the exact top_k of ``call`` (validated, confined), and
+    every row whose vector pgvector's float32 cosine cannot score. When the cut is crowded
+    a second statement widens it, which must see the first one's snapshot: without
+    ``snapshot`` (an autocommit connection) that case answers ``None``."""
     # the query over its norm: pgvector sums in float32, where a query of tiny or huge
     # values would sink to zero or overflow (its cosine is the same)
     query = Float4Array(unit_query(call.vector))
     want = call.top_k + CANDIDATE_MARGIN
     condition, params = scope_condition(call.scope_all, call.scope_any)
     sql = _select(condition, call.include_embedding, bounded=False, partitioned=partitioned)
-    rows = conn.execute(sql, (query, *params, want), binary=True).fetchall()
+    found = conn.execute(sql, (*params, query, *params, want), binary=True).fetchall()
+    rows = sorted((r for r in found if r[0] is not None), key=lambda r: float(r[0]))
+    far = [r for r in found if r[0] is None]
     if len(rows) < want or rows[-1][0] > rows[call.top_k - 1][0] + DISTANCE_EPSILON:
-        return rows
+        return rows + far
     if not snapshot:
         return None
     bound = rows[call.top_k - 1][0] + DISTANCE_EPSILON
     sql = _select(condition, call.include_embedding, bounded=True, partitioned=partitioned)
-    return conn.execute(sql, (query, *params, bound), binary=True).fetchall()
+    return conn.execute(sql, (*params, query, *params, bound), binary=True).fetchall()
 
 
 def search_hits(

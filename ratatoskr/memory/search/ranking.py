@@ -33,6 +33,13 @@ from ratatoskr.memory.search.cosine import F32, F64, I64, cosine_rows
 
 CANDIDATE_MARGIN = 8
 SCORE_EPSILON = 2e-4
+# A stored vector whose norm lies outside this range has squares that overflow or sink
+# below float32's normal range, so an engine's float32 distance to it (sqlite-vec's,
+# pgvector's) says nothing of its direction (NULL, NaN, -inf, or 1 whatever it is); the
+# SQL routes find such rows by a partial index and rank them always. Embedding models'
+# outputs lie far inside it.
+FAR_NORM_LOW = 1e-15
+FAR_NORM_HIGH = 1e18
 RUN_MIN = 16  # a run this long is cheaper to score as a slice than to gather
 # Up to this many admitted rows the C cut (``_rank.c``) is used: it reads each row where it
 # lies, where numpy pays a dozen calls' fixed costs. Above it, rows that fill at least half

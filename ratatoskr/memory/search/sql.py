@@ -26,6 +26,7 @@ import numpy as np
 import orjson
 
 from ratatoskr.memory import rules
+from ratatoskr.memory.schema import far_norm_sql
 from ratatoskr.memory.search.cosine import cosine_scores, rank
 from ratatoskr.memory.search.hits import Row, hit_from_row
 from ratatoskr.memory.search.ranking import CANDIDATE_MARGIN, SCORE_EPSILON, unit_query
@@ -75,42 +76,71 @@ def rank_in_sql(conn: apsw.Connection, call: rules.SearchCall, dim: int) -> list
 
 def candidates(conn: apsw.Connection, call: rules.SearchCall, dim: int) -> Found:
     """Every chunk that could be in the exact top_k: the float32 top_k plus all rows whose
-    float32 distance lies within ``DISTANCE_EPSILON`` of the k-th."""
+    float32 distance lies within ``DISTANCE_EPSILON`` of the k-th, and every row whose
+    vector float32 cannot score (``schema.far_norm_sql``: its distance says nothing)."""
     # the query over its norm: sqlite-vec sums in float32, where a query of tiny or huge
     # values would sink to zero or overflow (its cosine is the same)
     query = unit_query(call.vector).tobytes()
     want = call.top_k + CANDIDATE_MARGIN
     wide = _WIDE if call.include_embedding else _NARROW
     condition, params = scope_condition(call.scope_all, call.scope_any)
-    if condition == "1" and want <= VEC_MAX_K:
+    far = [
+        r[0]
+        for r in conn.execute(
+            "SELECT rowid FROM memory_chunks INDEXED BY memory_chunks_far_norm "
+            f"WHERE {condition} AND {far_norm_sql(dim)}",
+            params,
+        ).fetchall()
+    ]
+    # far rows' distances (NULL, -inf, or anything) neither take a place nor set the cut
+    skip = orjson.dumps(far)
+    if condition == "1" and want <= VEC_MAX_K and not far:
         near = (
             "SELECT chunk_id AS r, distance AS d FROM memory_vec WHERE embedding MATCH ? AND k = ?"
         )
-        joined = "m.chunk_id = c.r"
+        joined = "m.chunk_id = k.r"
         near_params: tuple[Any, ...] = (query, want)
     else:
         near = (
             f"SELECT rowid AS r, vec_distance_cosine(embedding, ?) AS d FROM memory_chunks "
             f"WHERE {condition} ORDER BY d LIMIT ?"
         )
-        joined = "m.rowid = c.r"
-        near_params = (query, *params, want)
+        joined = "m.rowid = k.r"
+        near_params = (query, *params, want + len(far))
     count, last, kth, *rows = conn.execute(
-        f"WITH c AS MATERIALIZED ({near}) "
-        f"SELECT count(*), max(c.d), (SELECT d FROM c ORDER BY d LIMIT 1 OFFSET ?), {_ROWS}{wide} "
-        f"FROM c JOIN memory_chunks AS m ON {joined}",
-        (*near_params, call.top_k - 1),
+        f"WITH c AS MATERIALIZED ({near}), "
+        f"k AS (SELECT * FROM c WHERE r NOT IN (SELECT value FROM json_each(?))) "
+        f"SELECT count(*), max(k.d), (SELECT d FROM k ORDER BY d LIMIT 1 OFFSET ?), {_ROWS}{wide} "
+        f"FROM k JOIN memory_chunks AS m ON {joined}",
+        (*near_params, skip, call.top_k - 1),
     ).fetchall()[0]
     if count < want or last > kth + DISTANCE_EPSILON:
-        return _found(rows, dim)
+        return _with_far(conn, _found(rows, dim), far, wide, dim)
     # a crowded cut: every row within the epsilon of the k-th
     rows = conn.execute(
         f"SELECT {_ROWS}{wide} FROM (SELECT rowid AS r, vec_distance_cosine(embedding, ?) AS d "
         f"FROM memory_chunks WHERE {condition}) AS c JOIN memory_chunks AS m ON m.rowid = c.r "
-        "WHERE c.d <= ?",
-        (query, *params, kth + DISTANCE_EPSILON),
+        "WHERE c.d <= ? AND c.r NOT IN (SELECT value FROM json_each(?))",
+        (query, *params, kth + DISTANCE_EPSILON, skip),
     ).fetchall()[0]
-    return _found(rows, dim)
+    return _with_far(conn, _found(rows, dim), far, wide, dim)
+
+
+def _with_far(conn: apsw.Connection, found: Found, far: list[int], wide: str, dim: int) -> Found:
+    """``found`` and the far rows beside it (read in the same snapshot)."""
+    if not far:
+        return found
+    rows = conn.execute(
+        f"SELECT {_ROWS}{wide} FROM memory_chunks AS m "
+        "WHERE m.rowid IN (SELECT value FROM json_each(?))",
+        (orjson.dumps(far),),
+    ).fetchall()[0]
+    extra = _found(rows, dim)
+    return Found(
+        found.meta + extra.meta,
+        np.concatenate((found.matrix, extra.matrix)),
+        found.wide + extra.wide,
+    )
 
 
 def _found(row: Sequence[Any], dim: int) -> Found:
