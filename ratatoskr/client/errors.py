@@ -126,6 +126,14 @@ class UnknownPlane(RatatoskrError):
     wire_code = wire.UnknownPlane.code
 
 
+class UnknownRoute(RatatoskrError):
+    wire_code = wire.UnknownRoute.code
+
+
+class MethodNotAllowed(RatatoskrError):
+    wire_code = wire.MethodNotAllowed.code
+
+
 class MissingToken(RatatoskrError):
     wire_code = wire.MissingToken.code
 
@@ -207,6 +215,8 @@ WIRE_ERRORS: tuple[type[RatatoskrError], ...] = (
     MalformedEnvelope,
     UnsupportedVersion,
     UnknownPlane,
+    UnknownRoute,
+    MethodNotAllowed,
     MissingToken,
     InvalidToken,
     BindingMismatch,

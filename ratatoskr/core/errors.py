@@ -120,6 +120,20 @@ class UnknownPlane(BifrostError):
     http_status = 404
 
 
+class UnknownRoute(BifrostError):
+    """A path under ``/bifrost/`` the wire does not define."""
+
+    code = "wire.unknown_route"
+    http_status = 404
+
+
+class MethodNotAllowed(BifrostError):
+    """A wire route called with a method other than POST; the answer carries ``Allow``."""
+
+    code = "wire.method_not_allowed"
+    http_status = 405
+
+
 class MissingToken(BifrostError):
     code = "auth.missing_token"
     http_status = 401

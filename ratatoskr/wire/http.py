@@ -16,6 +16,7 @@ goes out at once and the connection is closed, so a flood never holds unbounded 
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from http import HTTPStatus
@@ -25,6 +26,7 @@ import orjson
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
+from starlette.types import Receive, Scope, Send
 
 from ratatoskr import __version__
 from ratatoskr.core.context import CallContext
@@ -33,11 +35,13 @@ from ratatoskr.core.errors import (
     BindingMismatch,
     InternalError,
     MalformedEnvelope,
+    MethodNotAllowed,
     MissingToken,
     PayloadTooLarge,
     RequestTimeout,
     TokenReplayed,
     UnknownPlane,
+    UnknownRoute,
     UnsupportedMediaType,
 )
 from ratatoskr.wire.calllog import CallRecord, log_call, log_internal_error, log_observer_error
@@ -67,6 +71,9 @@ DEFAULT_AUTH_TARPIT_MAX = 512
 HANDSHAKE_PLANE = "*"
 HANDSHAKE_VERB = "handshake"
 JSON = "application/json"
+# the wire's routes below /bifrost/, every one POST only: the handshake and ``<plane>-call``
+# (a plane this app does not serve included: POSTed, it answers ``wire.unknown_plane``)
+WIRE_ROUTE = re.compile(r"handshake|[^/]+-call")
 
 _BODY_LEFT_UNREAD = (RequestTimeout, PayloadTooLarge)
 
@@ -124,6 +131,10 @@ class WireEndpoints:
             )
         routes += [
             Route("/bifrost/{plane}-call", self.other_plane, methods=["POST"]),
+            # after every POST route, for any method: what Starlette would answer in plain
+            # text (405 on a wire route, 404 elsewhere under /bifrost) in the error envelope
+            Route("/bifrost", _AnyMethod(self.not_routed)),
+            Route("/bifrost/{path:path}", _AnyMethod(self.not_routed)),
             Route("/healthz", self.healthz, methods=["GET"]),
             Route("/readyz", self.readyz, methods=["GET"]),
         ]
@@ -144,6 +155,20 @@ class WireEndpoints:
 
     async def other_plane(self, request: Request) -> Response:
         error = UnknownPlane("this app does not serve that plane")
+        return _error_response(error, None, new_request_id())
+
+    async def not_routed(self, request: Request) -> Response:
+        """A request under ``/bifrost`` no wire route takes: a wire route's path with a
+        method other than POST (405, ``Allow: POST``), or a path the wire does not define."""
+        if WIRE_ROUTE.fullmatch(request.path_params.get("path", "")):
+            response = _error_response(
+                MethodNotAllowed("the wire's routes take POST only"), None, new_request_id()
+            )
+            response.headers["Allow"] = "POST"
+            return response
+        error = UnknownRoute(
+            "no such wire route: POST /bifrost/handshake or POST /bifrost/<plane>-call"
+        )
         return _error_response(error, None, new_request_id())
 
     async def healthz(self, request: Request) -> Response:
@@ -348,6 +373,18 @@ class WireEndpoints:
         if unknown:
             raise UnknownPlane(f"this app serves only: {', '.join(self.planes)}")
         return list(dict.fromkeys(wanted))
+
+
+class _AnyMethod:
+    """An endpoint as an ASGI app, so its ``Route`` takes every method: Starlette gives a
+    plain function GET alone."""
+
+    def __init__(self, endpoint: Callable[[Request], Awaitable[Response]]) -> None:
+        self.endpoint = endpoint
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        response = await self.endpoint(Request(scope, receive))
+        await response(scope, receive, send)
 
 
 def _bearer(request: Request) -> str:

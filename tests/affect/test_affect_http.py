@@ -6,6 +6,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 from starlette.testclient import TestClient
 
@@ -150,3 +151,26 @@ def test_mutating_token_cannot_be_replayed(client: TestClient) -> None:
 def test_unknown_verb_is_404(client: TestClient) -> None:
     response = affect(client, "search", {})
     assert (response.status_code, error_code(response)) == (404, "affect.unknown_verb")
+
+
+@pytest.mark.parametrize("literal", [b"-9223372036854775809", b"18446744073709551616"])
+def test_an_integer_beyond_64_bits_is_refused_not_stored_as_a_float(
+    client: TestClient, literal: bytes
+) -> None:
+    record = orjson.dumps(state("s1"))[:-1] + b',"counter":' + literal + b"}"
+    body = (
+        b'{"wire":"0.6","verb":"put_many","args":{"records":['
+        + record
+        + b'],"idempotency_key":"k"}}'
+    )
+    token = token_for(body, plane="affect", verb="put_many")
+    response = post(client, body, token, path="/bifrost/affect-call")
+    assert (response.status_code, error_code(response)) == (400, "wire.malformed_envelope")
+    assert response.json()["error"]["message"] == "the body holds an integer beyond 64 bits"
+    assert affect(client, "get", {"id": "s1"}).json()["result"] is None
+    edges = orjson.dumps(state("s1"))[:-1] + b',"low":-9223372036854775808}'
+    body = b'{"wire":"0.6","verb":"put_many","args":{"records":[' + edges
+    body += b'],"idempotency_key":"k2"}}'
+    token = token_for(body, plane="affect", verb="put_many")
+    ok(post(client, body, token, path="/bifrost/affect-call"))
+    assert ok(affect(client, "get", {"id": "s1"}))["low"] == -(1 << 63)

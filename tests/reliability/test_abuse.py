@@ -231,6 +231,14 @@ CASES: list[tuple[str, str, str, bytes, int, str]] = [
         "wire.malformed_envelope",
     ),
     (
+        "integer below -2**63",
+        "memory",
+        "upsert_many",
+        _env("upsert_many", _records(_chunk_json()[:-1] + b',"note":-9223372036854775809}')),
+        400,
+        "wire.malformed_envelope",
+    ),
+    (
         "NaN literal",
         "memory",
         "search",

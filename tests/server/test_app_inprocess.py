@@ -144,3 +144,16 @@ def test_tracebacks_keep_frames_not_messages_or_locals() -> None:
     exception = line["exception"]
     assert isinstance(exception, dict) and exception["type"] == "ValueError"
     assert any("explode" in frame for frame in exception["frames"])
+
+
+def test_the_wire_answers_a_wrong_method_or_path_in_its_envelope(client: TestClient) -> None:
+    """The composite app mounts the wire once its stores are open: its /bifrost answers are
+    still the wire's, never Starlette's plain text."""
+    wrong_method = client.get("/bifrost/affect-call")
+    assert wrong_method.status_code == 405 and wrong_method.headers["allow"] == "POST"
+    body = wrong_method.json()
+    assert body["error"]["code"] == "wire.method_not_allowed"
+    assert wrong_method.headers["x-request-id"] == body["request_id"]
+    unknown = client.post("/bifrost/nothing-here", content=b"{}")
+    assert unknown.status_code == 404
+    assert unknown.json()["error"]["code"] == "wire.unknown_route"

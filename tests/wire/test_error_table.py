@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import apsw
+import orjson
 import pytest
 from starlette.testclient import TestClient
 
@@ -283,3 +284,127 @@ def test_internal_error_says_only_that(
 def test_expired_token_is_invalid_not_internal(client: TestClient) -> None:
     response = call(client, "health", {}, now=past(3600))
     assert _status_code(response) == (401, "auth.invalid_token")
+
+
+def _raw_envelope(verb: str, args_json: bytes) -> bytes:
+    return b'{"wire":"0.6","verb":"' + verb.encode() + b'","args":' + args_json + b"}"
+
+
+def _record_json(**fields_json: bytes) -> bytes:
+    """A valid record as JSON text, with ``fields_json`` spliced in as raw JSON."""
+    text = orjson.dumps(record("a", vec(1)))[:-1]
+    return text + b"".join(b',"' + k.encode() + b'":' + v for k, v in fields_json.items()) + b"}"
+
+
+@pytest.mark.parametrize(
+    "literal", [b"-9223372036854775809", b"-99999999999999999999", b"18446744073709551616"]
+)
+@pytest.mark.parametrize("where", ["record field", "embedding", "expected_revisions"])
+def test_an_integer_beyond_64_bits_is_refused_and_nothing_stored(
+    client: TestClient, literal: bytes, where: str
+) -> None:
+    """Either side of the 64-bit range, wherever it is: refused, never stored as a float."""
+    if where == "record field":
+        records, expected = _record_json(x=literal), b""
+    elif where == "embedding":
+        records = _record_json()[:-1].replace(b'"embedding":[1.0', b'"embedding":[' + literal)
+        records += b"}"
+        expected = b""
+    else:
+        records, expected = _record_json(), b',"expected_revisions":{"a":' + literal + b"}"
+    args = b'{"records":[' + records + b'],"idempotency_key":"k"' + expected + b"}"
+    body = _raw_envelope("upsert_many", args)
+    response = post(client, body, token_for(body, verb="upsert_many"))
+    assert _status_code(response) == (400, "wire.malformed_envelope")
+    assert response.json()["error"]["message"] == "the body holds an integer beyond 64 bits"
+    assert literal.lstrip(b"-").decode() not in response.text
+    assert ok(call(client, "get", {"chunk_id": "a"})) is None
+
+
+def test_the_edges_of_the_64_bit_range_are_stored_exactly(client: TestClient) -> None:
+    records = _record_json(low=b"-9223372036854775808", high=b"18446744073709551615")
+    body = _raw_envelope("upsert_many", b'{"records":[' + records + b'],"idempotency_key":"k"}')
+    ok(post(client, body, token_for(body, verb="upsert_many")))
+    stored = ok(call(client, "get", {"chunk_id": "a"}))
+    assert (stored["low"], stored["high"]) == (-(1 << 63), (1 << 64) - 1)
+
+
+DEEP = b"[" * 1100 + b"]" * 1100
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        (b"1e400", "the body holds a number beyond the range of a 64-bit float"),
+        (b"-1.5e309", "the body holds a number beyond the range of a 64-bit float"),
+        (b"1" + b"0" * 400, "the body holds an integer beyond 64 bits"),
+        (DEEP, "the body nests arrays and objects deeper than 1024 levels"),
+        (
+            b'"\\ud800"',
+            "the body holds a lone surrogate escape (\\ud800..\\udfff without its pair), "
+            "which UTF-8 cannot carry",
+        ),
+        (
+            b'"x\\udc00"',
+            "the body holds a lone surrogate escape (\\ud800..\\udfff without its pair), "
+            "which UTF-8 cannot carry",
+        ),
+        (b'"\xff\xfe"', "the body is not UTF-8 JSON"),
+        (b"NaN", "the body is not UTF-8 JSON"),
+        (b"[1,", "the body is not UTF-8 JSON"),
+    ],
+)
+def test_json_beyond_the_parsers_limits_is_told_apart_from_broken_json(
+    client: TestClient, value: bytes, message: str
+) -> None:
+    records = _record_json(note=value)
+    body = _raw_envelope("upsert_many", b'{"records":[' + records + b'],"idempotency_key":"k"}')
+    response = post(client, body, token_for(body, verb="upsert_many"))
+    assert _status_code(response) == (400, "wire.malformed_envelope")
+    assert response.json()["error"]["message"] == message
+    assert "about a" not in response.text  # the record's distillate
+    assert ok(call(client, "get", {"chunk_id": "a"})) is None
+
+
+def test_nesting_up_to_the_parsers_depth_reaches_the_arguments(client: TestClient) -> None:
+    # the envelope, args and a key: 1024 levels in all, what the parser takes
+    body = _raw_envelope("health", b'{"x":' + b"[" * 1022 + b"]" * 1022 + b"}")
+    response = post(client, body, token_for(body, verb="health"))
+    assert _status_code(response) == (400, "memory.invalid_arguments")
+
+
+def _assert_envelope(response: Any, status: int, code: str) -> None:
+    assert response.headers["content-type"] == "application/json"
+    assert _status_code(response) == (status, code)
+    assert response.json()["error"]["retryable"] is False
+
+
+@pytest.mark.parametrize("method", ["GET", "HEAD", "PUT", "PATCH", "DELETE", "OPTIONS"])
+@pytest.mark.parametrize(
+    "path", ["/bifrost/memory-call", "/bifrost/handshake", "/bifrost/affect-call"]
+)
+def test_a_wire_route_without_post_is_405_in_the_envelope(
+    client: TestClient, method: str, path: str
+) -> None:
+    body = envelope("health", {})
+    headers = {"Content-Type": "application/json", "Authorization": f"Bearer {token_for(body)}"}
+    response = client.request(method, path, content=body, headers=headers)
+    assert response.status_code == 405
+    assert response.headers["allow"] == "POST"
+    if method != "HEAD":  # a HEAD answer has no body
+        _assert_envelope(response, 405, "wire.method_not_allowed")
+    assert ok(call(client, "health", {}))["status"] == "ok"
+
+
+@pytest.mark.parametrize("method", ["GET", "POST"])
+@pytest.mark.parametrize(
+    "path", ["/bifrost", "/bifrost/", "/bifrost/memory", "/bifrost/memory-call/", "/bifrost/a/b"]
+)
+def test_an_unknown_path_under_bifrost_is_404_in_the_envelope(
+    client: TestClient, method: str, path: str
+) -> None:
+    body = envelope("health", {})
+    headers = {"Content-Type": "application/json", "Authorization": f"Bearer {token_for(body)}"}
+    response = client.request(method, path, content=body, headers=headers, follow_redirects=False)
+    _assert_envelope(response, 404, "wire.unknown_route")
+    assert "allow" not in response.headers
