@@ -10,11 +10,11 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from datetime import date
 from typing import Any
 
 from ratatoskr.core import idempotency
 from ratatoskr.core.canonical import canonical_json, check_json_value, digest
+from ratatoskr.core.civil_time import US_PER_DAY, civil_from_days, days_from_civil, is_date
 from ratatoskr.core.cursors import filter_tag
 from ratatoskr.core.errors import InvalidArguments
 from ratatoskr.core.record_ids import MAX_ID_CHARS as MAX_ID_CHARS
@@ -57,8 +57,6 @@ _RFC3339 = re.compile(
     r"(?:([Zz])|([+-])(\d{2}):(\d{2}))",
     re.ASCII,
 )
-_EPOCH_DAYS = date(1970, 1, 1).toordinal()
-_US_PER_DAY = 86_400_000_000
 
 
 @dataclass(frozen=True)
@@ -111,20 +109,23 @@ class ListCall:
 def parse_time(value: Any, field: str) -> int:
     """An RFC 3339 timestamp with offset, as UTC microseconds since the epoch.
 
-    Digits past the microsecond are dropped (floor). A missing offset and an impossible date
-    or time are refused. A leap second (``:60`` at 23:59 UTC on a month's last day, as RFC
-    3339 allows it) has no place on a microsecond clock: it counts as that minute's last
-    microsecond, after every time in its ``:59`` and before the next minute.
+    Years 0000..9999 are accepted with any offset (year 0000 is a leap year of the proleptic
+    Gregorian calendar); an offset may put the instant in the year before 0000 or after 9999,
+    which the signed microsecond count holds like any other. Digits past the microsecond are
+    dropped (floor). A missing offset and an impossible date or time are refused.
+
+    A leap second (``:60`` at 23:59 UTC on a month's last day, as RFC 3339 allows it) has no
+    place on a microsecond clock: it counts as that minute's last microsecond, after every
+    time in its ``:59`` and before the next minute.
     """
     match = _RFC3339.fullmatch(value) if isinstance(value, str) else None
     if match is None:
         raise InvalidArguments(f"{field} must be an RFC 3339 timestamp with an offset")
     year, month, day, hour, minute, second = (int(g) for g in match.groups()[:6])
     fraction, zulu, sign, off_h, off_m = match.groups()[6:]
-    try:
-        days = date(year, month, day).toordinal() - _EPOCH_DAYS
-    except ValueError:
-        raise InvalidArguments(f"{field} names a date that does not exist") from None
+    if not is_date(year, month, day):
+        raise InvalidArguments(f"{field} names a date that does not exist")
+    days = days_from_civil(year, month, day)
     if hour > 23 or minute > 59 or second > 60:
         raise InvalidArguments(f"{field} names a time of day out of range")
     leap = second == 60
@@ -137,7 +138,7 @@ def parse_time(value: Any, field: str) -> int:
         offset_minutes = (int(off_h) * 60 + int(off_m)) * (-1 if sign == "-" else 1)
     micros = int((fraction or "").ljust(6, "0")[:6])
     local_seconds = hour * 3600 + minute * 60 + second - offset_minutes * 60
-    micros += days * _US_PER_DAY + local_seconds * 1_000_000
+    micros += days * US_PER_DAY + local_seconds * 1_000_000
     if leap and not _before_a_leap_second(micros):
         raise InvalidArguments(f"{field} names a leap second where there can be none")
     return micros
@@ -146,8 +147,8 @@ def parse_time(value: Any, field: str) -> int:
 def _before_a_leap_second(micros: int) -> bool:
     """Whether UTC ``micros`` is 23:59:59.999999 on a month's last day: where RFC 3339 lets a
     ``:60`` second stand."""
-    following = (micros + 1) // _US_PER_DAY + _EPOCH_DAYS  # the day after, as an ordinal
-    return (micros + 1) % _US_PER_DAY == 0 and date.fromordinal(following).day == 1
+    following = (micros + 1) // US_PER_DAY  # the day after, in days since the epoch
+    return (micros + 1) % US_PER_DAY == 0 and civil_from_days(following)[2] == 1
 
 
 def parse_limit(value: Any, maximum: int) -> int:

@@ -36,7 +36,10 @@ def _common() -> argparse.ArgumentParser:
     files = common.add_argument_group("files")
     files.add_argument("--memory-db", help="file or postgresql:// URL (RATATOSKR_MEMORY_DB)")
     files.add_argument("--affect-db", help="file or postgresql:// URL (RATATOSKR_AFFECT_DB)")
-    files.add_argument("--jti-db", help="jti ledger (default: beside each plane, or in its db)")
+    files.add_argument(
+        "--jti-db",
+        help="jti ledger (default: the server's, beside the memory plane or in its database)",
+    )
     files.add_argument(
         "--dim",
         type=int,
@@ -138,6 +141,7 @@ def _explore(args: argparse.Namespace, stores: Stores) -> int:
 
 
 def _get(args: argparse.Namespace, stores: Stores) -> int:
+    listing.check_get_ids(args.ids)  # before the database is opened
     hits = listing.get_records(stores.get(args.plane), args.ids)
     show.emit_json(hits) if args.json else show.render_get(hits, full=args.full)
     return 0
@@ -228,6 +232,7 @@ def _backup(args: argparse.Namespace, stores: Stores) -> int:
 
 
 def _restore(args: argparse.Namespace, stores: Stores) -> int:
+    restore_ops.check_sqlite_targets(stores.paths)
     url = args.source or os.environ.get(REPLICA_URL_ENV, "")
     if not url.strip():
         raise ValueError(f"give --from URL or set {REPLICA_URL_ENV}")
@@ -371,7 +376,7 @@ def register(commands: Any) -> None:
         common,
     )
     _plane(p)
-    p.add_argument("ids", nargs="+", metavar="ID")
+    p.add_argument("ids", nargs="+", metavar="ID", help=f"1..{listing.MAX_GET_IDS} ids")
     p.add_argument("--full", action="store_true", help="print embeddings too")
 
     p = _add(

@@ -10,16 +10,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import orjson
 
 from ratatoskr.core.admin import FacetCounts, ListedRecord
+from ratatoskr.core.civil_time import format_utc
 from ratatoskr.core.filters import Filter
 from ratatoskr.core.sql_dialect import AXIS_COLUMNS, Connection, SqlDialect
-
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 @dataclass(frozen=True)
@@ -35,8 +33,9 @@ class Table:
 
 
 def iso_time(at_us: int) -> str:
-    """An event time (UTC microseconds) as RFC 3339, as the wire writes it."""
-    return (_EPOCH + timedelta(microseconds=at_us)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    """An event time (UTC microseconds) as RFC 3339 in UTC (a year an offset moved past
+    0000..9999 with its sign: ``civil_time.format_utc``)."""
+    return format_utc(at_us)
 
 
 def condition(sql: SqlDialect, table: Table, flt: Filter) -> tuple[str, list[Any]]:

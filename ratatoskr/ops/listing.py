@@ -16,7 +16,7 @@ from ratatoskr.ops.stores import PlaneStore
 
 MAX_LIST_LIMIT = 500
 DEFAULT_LIST_LIMIT = 50
-MAX_GET_IDS = 1000
+MAX_GET_IDS = 200  # the operations contract's get: 1..200 ids
 
 
 def check_limit(value: int, maximum: int, name: str = "limit") -> int:
@@ -44,14 +44,20 @@ def list_records(
     }
 
 
+def check_get_ids(ids: list[str]) -> list[str]:
+    """``ids`` as ``get`` reads them: 1..``MAX_GET_IDS`` non-empty strings (counted as
+    named, repeats included), repeats folded to their first occurrence."""
+    if not ids or any(not isinstance(i, str) or not i for i in ids):
+        raise ValueError("get needs at least one non-empty id")
+    if len(ids) > MAX_GET_IDS:
+        raise ValueError(f"get takes at most {MAX_GET_IDS} ids ({len(ids):,} given)")
+    return list(dict.fromkeys(ids))
+
+
 def get_records(store: PlaneStore, ids: list[str]) -> list[dict[str, Any]]:
     """Whole records in the order named, each at most once, missing ones left out.
 
     On the affect plane an id may name a state and an event: both come back, the state first.
     """
-    wanted = list(dict.fromkeys(ids))
-    if not wanted or any(not isinstance(i, str) or not i for i in wanted):
-        raise ValueError("get needs at least one non-empty id")
-    if len(wanted) > MAX_GET_IDS:
-        raise ValueError(f"get takes at most {MAX_GET_IDS} ids")
+    wanted = check_get_ids(ids)
     return [dict(found) for found in store.get_records(wanted)]

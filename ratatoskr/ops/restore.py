@@ -12,6 +12,10 @@ The jti ledger is restored when the replica has one (a replica made before it wa
 replicated has none: the ledger then starts empty). The report names each file's position
 (Litestream's transaction id), when that position reached the replica, and its size; never
 content, and the URL only without credentials.
+
+Restore brings back SQLite files only: a plane (or a ledger) named by a ``postgresql://`` URL
+is refused before anything is touched, since PostgreSQL is backed up and restored with its
+own tools.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from typing import Any
 
 import orjson
 
+from ratatoskr.ops.locations import describe, is_postgres
 from ratatoskr.ops.stores import Paths
 from ratatoskr.sqlite.jti import ledger_beside
 from ratatoskr.sqlite.replica import (
@@ -60,6 +65,22 @@ class Target:
     name: str
     path: str
     required: bool
+
+
+def check_sqlite_targets(paths: Paths) -> None:
+    """Refuse a restore into a PostgreSQL database: Litestream replicates SQLite files."""
+    named = [("memory plane", paths.memory), ("affect plane", paths.affect)]
+    if paths.jti is not None:
+        named.append(("jti ledger", paths.jti))
+    on_postgres = [f"the {what} ({describe(where)})" for what, where in named if is_postgres(where)]
+    if on_postgres:
+        raise ValueError(
+            "restore brings back SQLite files only, not a PostgreSQL database like "
+            + " and ".join(on_postgres)
+            + ": restore PostgreSQL with its own tools (pg_restore from a pg_dump, or "
+            "point-in-time recovery), or copy an `admin backup` into an empty database with "
+            "`admin migrate --to URL`"
+        )
 
 
 def targets(paths: Paths) -> list[Target]:
@@ -104,6 +125,7 @@ class Restorer:
     def __init__(
         self, paths: Paths, url: str, binary: str | None = None, setting: str = "--from"
     ) -> None:
+        check_sqlite_targets(paths)
         self.url = check_replica_url(url, setting)
         found = binary or litestream_binary()
         if found is None:

@@ -121,6 +121,23 @@ def test_listed_fields_per_kind(kit: Kit) -> None:
             assert item["at"] == "2025-01-01T00:00:00.000000Z"
 
 
+def test_listed_event_times_are_utc_for_every_year(affect_kit: Kit) -> None:
+    """An operator's listing shows each event's instant in UTC, zero-padded to four digits;
+    an offset that moves it out of 0000..9999 shows the year with its sign."""
+    times = {
+        "e1": ("0000-01-01T00:00:00+01:00", "-0001-12-31T23:00:00.000000Z"),
+        "e2": ("0000-02-29T12:00:00Z", "0000-02-29T12:00:00.000000Z"),
+        "e3": ("0739-04-29T08:10:36.181692+02:00", "0739-04-29T06:10:36.181692Z"),
+        "e4": ("2025-01-01T00:00:00Z", "2025-01-01T00:00:00.000000Z"),
+        "e5": ("9999-12-31T23:30:00-01:00", "+10000-01-01T00:30:00.000000Z"),
+    }
+    scope = {"tenant": "t"}
+    events = [affect_kit.record("event", i, scope, at=at) for i, (at, _) in times.items()]
+    affect_kit.write("event", events, "e")
+    listed = affect_kit.store.list_records(Filter(), limit=10).records
+    assert {item["id"]: item["at"] for item in listed} == {i: t for i, (_, t) in times.items()}
+
+
 def test_get_records_keeps_the_order_named(kit: Kit) -> None:
     written = fill(kit, per_kind=4)
     kind = KINDS[kit.plane][-1]

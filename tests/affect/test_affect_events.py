@@ -106,6 +106,8 @@ def test_duplicate_ids_in_one_batch_are_invalid(store: Any) -> None:
         "2026-11-29",
         "2026-13-01T00:00:00Z",
         "2026-02-30T00:00:00Z",
+        "0000-02-30T00:00:00Z",
+        "0100-02-29T00:00:00Z",
         "2026-01-01T24:00:00Z",
         "2026-01-01T00:00:60Z",
         "2026-01-01T00:00:00+24:00",
@@ -139,6 +141,46 @@ def test_parse_time_normalises_to_utc_microseconds() -> None:
     assert parse_time("2026-11-29T10:12:03.5Z", "at") == 1795947123500000
     assert parse_time("0001-01-01T00:00:00+23:59", "at") < parse_time("0001-01-01T00:00:00Z", "at")
     assert parse_time("9999-12-31T23:59:59.999999-23:59", "at") > 0
+
+
+def test_year_0000_is_a_leap_year_before_0001() -> None:
+    """RFC 3339 years run from 0000 (the proleptic Gregorian calendar's, a leap year)."""
+    year_0 = parse_time("0000-01-01T00:00:00Z", "at")
+    assert year_0 == -62_167_219_200_000_000
+    assert parse_time("0001-01-01T00:00:00Z", "at") - year_0 == 366 * 86_400_000_000
+    assert parse_time("0000-02-29T00:00:00Z", "at") == year_0 + 59 * 86_400_000_000
+    assert parse_time("0001-01-01T00:00:00+01:00", "at") == parse_time("0000-12-31T23:00:00Z", "at")
+    # an offset may put a time of year 0000 or 9999 in the year before or after, once in UTC
+    assert parse_time("0000-01-01T00:00:00+01:00", "at") == year_0 - 3_600_000_000
+    assert (
+        parse_time("9999-12-31T23:30:00-01:00", "at")
+        == parse_time("9999-12-31T23:59:59.999999Z", "at") + 1_800_000_001
+    )
+    assert parse_time("0000-12-31T23:59:60Z", "at") == parse_time(
+        "0000-12-31T23:59:59.999999Z", "at"
+    )
+
+
+def test_events_of_year_0000_are_stored_and_ordered_by_their_utc_instant(store: Any) -> None:
+    times = {
+        "before-0000": "0000-01-01T00:00:00+01:00",  # -0001-12-31T23:00:00Z
+        "start-0000": "0000-01-01T00:00:00Z",
+        "leap-day-0000": "0000-02-29T12:00:00Z",
+        "end-0000": "0001-01-01T00:00:00+01:00",  # 0000-12-31T23:00:00Z
+        "start-0001": "0001-01-01T00:00:00Z",
+        "epoch": "1970-01-01T00:00:00Z",
+        "after-9999": "9999-12-31T23:30:00-01:00",  # 10000-01-01T00:30:00Z
+    }
+    events = [event(eid, at) for eid, at in times.items()]
+    assert append(store, events[::-1], "k1") == {"appended": 7, "replayed": False}
+    read = store.read_events(limit=10)["events"]
+    assert [e["id"] for e in read] == list(times)
+    assert [e["at"] for e in read] == list(times.values())  # verbatim
+    items, _ = walk(store.read_events, "events", limit=2, order="desc")
+    assert [e["id"] for e in items] == list(times)[::-1]
+    page = store.read_events(limit=10, since="0000-01-01T00:00:00Z", until="0001-01-01T00:00:00Z")
+    assert ids_of(page) == ["start-0000", "leap-day-0000", "end-0000"]
+    assert ids_of(store.read_events(limit=10, until="0000-01-01T00:00:00Z")) == ["before-0000"]
 
 
 def test_a_leap_second_is_its_minutes_last_microsecond() -> None:

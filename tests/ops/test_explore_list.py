@@ -4,11 +4,16 @@ paging visits every record once and ends."""
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any
+from pathlib import Path
+from typing import Any, cast
 
 import pytest
 
 from ratatoskr.memory.store import open_memory_store
+from ratatoskr.ops import listing
+from ratatoskr.ops.listing import MAX_GET_IDS
+from ratatoskr.ops.stores import PlaneStore
+from tests.backends import Backend
 from tests.ops.conftest import CTX, DIM, Files, chunks
 
 AXIS_FACETS = ("tenant", "group", "end_user", "agent_self")
@@ -166,3 +171,40 @@ def test_get_keeps_order_and_leaves_out_missing(filled: Files, admin: Any) -> No
     assert [(h["kind"], h["id"]) for h in affect] == [("event", "e0003"), ("state", "s0002")]
     human = admin("get", "memory", "c0005")
     assert "note 5" in human.out and f"<{DIM} numbers" in human.out
+
+
+@pytest.mark.parametrize("plane", ["memory", "affect"])
+def test_get_takes_at_most_200_ids_on_every_backend(
+    backend: Backend, plane: str, tmp_path: Path, admin: Any
+) -> None:
+    location = backend.fresh(tmp_path, plane)
+    if plane == "memory":
+        store = backend.memory(location, embedding_dim=DIM)
+        store.upsert_many(chunks(3), idempotency_key="k", ctx=CTX)
+        stored = ["c0000", "c0001", "c0002"]
+    else:
+        store = backend.affect(location)
+        states = [{"id": f"s{i}", "scope": {"tenant": "acme"}} for i in range(3)]
+        store.put_many(states, idempotency_key="k", ctx=CTX)
+        stored = ["s0", "s1", "s2"]
+    store.close()
+    where = (f"--{plane}-db", location)
+    ids = stored + [f"missing-{i}" for i in range(MAX_GET_IDS - len(stored))]
+    assert len(ids) == MAX_GET_IDS == 200
+    ran = admin("get", plane, *where, *ids, "--json")
+    assert ran.code == 0, ran.err
+    assert [hit["id"] for hit in ran.json()] == stored
+    refused = admin("get", plane, *where, *ids, "one-more", "--json")
+    assert refused.code == 2
+    assert refused.out == ""
+    assert "at most 200 ids" in refused.err and "201 given" in refused.err
+    with pytest.raises(ValueError, match="at most 200 ids"):
+        listing.get_records(cast(PlaneStore, None), [*ids, "one-more"])  # before any store
+
+
+def test_get_checks_its_ids_before_opening_a_database(tmp_path: Path, admin: Any) -> None:
+    absent = str(tmp_path / "absent.db")
+    ran = admin("get", "memory", "--memory-db", absent, *[f"c{i}" for i in range(201)])
+    assert ran.code == 2
+    assert "at most 200 ids" in ran.err
+    assert not Path(absent).exists()

@@ -15,6 +15,8 @@ import sqlite_vec
 from ratatoskr.affect.store import open_affect_store
 from ratatoskr.cli import main
 from ratatoskr.memory.store import open_memory_store
+from ratatoskr.server.app import check_stores
+from ratatoskr.server.settings import load_settings
 from ratatoskr.sqlite.database import SchemaError
 from ratatoskr.sqlite.jti import JtiLedger
 from tests.ops.conftest import CTX, DIM, Files
@@ -160,6 +162,27 @@ def test_prune_drops_expired_entries(filled: Files, admin: Any) -> None:
     assert report["idempotency"] == {"memory": 1, "affect": 0}
     assert report["jti"] == {str(filled.dir / "memory.jti.db"): 1}
     assert admin("stats", "--json").json()["jti"][0]["entries"] == 1
+
+
+def test_the_servers_one_ledger_is_beside_the_memory_file_and_stats_finds_it(
+    files: Files, admin: Any
+) -> None:
+    settings = load_settings(
+        {
+            "RATATOSKR_MEMORY_DB": str(files.memory),
+            "RATATOSKR_AFFECT_DB": str(files.affect),
+            "RATATOSKR_MEMORY_EMBEDDING_DIM": str(DIM),
+            "RATATOSKR_HEIMDALL_KEY": "k" * 32,
+        },
+        cwd=files.dir,
+    )
+    check_stores(settings)  # what serve runs before its workers start: it makes the ledger
+    assert (files.dir / "memory.jti.db").is_file()
+    assert not (files.dir / "affect.jti.db").exists()  # both planes share the one ledger
+    report = admin("stats", "--json").json()
+    assert [ledger["path"] for ledger in report["jti"]] == [str(files.dir / "memory.jti.db")]
+    assert admin("prune", "--json").json()["jti"] == {str(files.dir / "memory.jti.db"): 0}
+    assert not (files.dir / "affect.jti.db").exists()  # no admin command creates one
 
 
 def test_missing_files_are_reported_not_created(

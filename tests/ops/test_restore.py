@@ -17,6 +17,8 @@ from typing import Any
 import pytest
 
 from ratatoskr.memory.store import open_memory_store
+from ratatoskr.ops.restore import Restorer
+from ratatoskr.ops.stores import Paths
 from ratatoskr.server.replication import litestream_config, replicated_files
 from ratatoskr.sqlite.jti import JtiLedger
 from ratatoskr.sqlite.replica import litestream_binary, read_state
@@ -169,3 +171,28 @@ def test_restore_takes_the_servers_replica_url_by_default(
     ran = admin("restore", "--json")
     assert ran.code == 0, ran.err
     assert ran.json()["check"]["ok"]
+
+
+@pytest.mark.parametrize("target", ["--memory-db", "--affect-db", "--jti-db"])
+def test_restore_refuses_a_postgresql_target_before_touching_anything(
+    filled: Files,
+    replica: str,
+    admin: Any,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    target: str,
+) -> None:
+    workdir = tmp_path / "cwd"
+    workdir.mkdir()
+    monkeypatch.chdir(workdir)
+    lose_the_disk(filled)
+    ran = admin("restore", "--from", replica, target, f"postgresql://ratatoskr:{SECRET}@db/r")
+    assert ran.code == 2
+    assert "SQLite files only" in ran.err and "pg_restore" in ran.err
+    assert "postgresql://ratatoskr:***@db/r" in ran.err and SECRET not in ran.err
+    assert ran.out == ""
+    assert not [p for p in filled.dir.iterdir() if p.name.startswith(("memory", "affect"))]
+    assert list(workdir.iterdir()) == []
+    paths = Paths.resolve({}, memory=f"postgresql://u:{SECRET}@db/r", affect=str(filled.affect))
+    with pytest.raises(ValueError, match="SQLite files only"):
+        Restorer(paths, replica)  # the Python API refuses it too
