@@ -16,10 +16,13 @@ import numpy as np
 import psycopg
 import pytest
 
-from ratatoskr.memory.postgres.schema import FAR_NORM
+from ratatoskr.memory import rules
+from ratatoskr.memory.postgres.search import _select
 from ratatoskr.memory.postgres.store import PgMemoryStore
 from ratatoskr.memory.reference import ReferenceMemoryStore
 from ratatoskr.ops.locations import open_memory
+from ratatoskr.postgres.scope_sql import scope_condition
+from ratatoskr.postgres.vectors import Float4Array, register_types
 from tests.backends import postgres_schema
 from tests.memory.helpers import CTX
 
@@ -124,14 +127,18 @@ def test_search_ranks_vectors_float32_cannot_score(
                 assert [(h["chunk_id"], h["score"]) for h in got] == [
                     (h["chunk_id"], h["score"]) for h in want
                 ]
-    with psycopg.connect(url) as conn:  # found by the partial index, not by a scan
+    call = rules.parse_search(
+        np.ones(DIM).tolist(), 10, {"tenant": "t"}, None, None, None, None, DIM
+    )
+    condition, params = scope_condition(call.scope_all, call.scope_any)
+    with psycopg.connect(url) as conn:  # far rows from their partial index, not by a scan
+        register_types(conn)
         conn.execute("ANALYZE memory_chunks")
-        conn.execute("SET enable_seqscan = off")
         plan = "\n".join(
             r[0]
             for r in conn.execute(
-                "EXPLAIN SELECT chunk_id FROM memory_chunks WHERE end_user = %s AND " + FAR_NORM,
-                (USERS[0].encode(),),
+                "EXPLAIN " + _select(condition, False, bounded=False),
+                (*params, Float4Array(call.vector), *params, 18),
             ).fetchall()
         )
     assert "memory_chunks_far_norm" in plan, plan

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from ratatoskr.core.sql_dialect import AXIS_COLUMNS as COLUMNS
 from ratatoskr.memory import rules
 from ratatoskr.memory.postgres.schema import FAR_NORM
 from ratatoskr.memory.search.cosine import cosine_scores, rank
@@ -30,6 +31,7 @@ from ratatoskr.postgres.scope_sql import scope_condition
 from ratatoskr.postgres.vectors import Float4Array, parse_vector
 
 QUERY = "(SELECT %s::real[]::vector)"
+_AXES = ", ".join(("chunk_id", *COLUMNS.values()))  # what a filter and the join read
 
 # one row per candidate: its distance, then what a hit is built from
 _ROW = "m.chunk_id, m.revision, m.vector_key, m.embedding, {f64}, m.record_json"
@@ -46,7 +48,13 @@ def _select(
     filter's again, then the limit (or, ``bounded``, the widened bound)."""
     row = _ROW.format(f64="m.vector_f64" if include_embedding else "NULL::bytea")
     key = "tenant, chunk_id" if partitioned else "chunk_id"
-    far = f"far AS MATERIALIZED (SELECT {key} FROM memory_chunks WHERE {condition} AND {FAR_NORM})"
+    # every far row first, alone (its partial index: near empty), then the filter on them;
+    # with the filter beside it, the planner took an axis index and computed every
+    # admitted row's norm (a millisecond for a tenant's 2,000 rows at 768)
+    far = (
+        f"far_all AS MATERIALIZED (SELECT {_AXES} FROM memory_chunks WHERE {FAR_NORM}), "
+        f"far AS (SELECT {key} FROM far_all WHERE {condition})"
+    )
     near = (
         f"SELECT {key}, (embedding <=> {QUERY}) + 0 AS d FROM memory_chunks "
         f"WHERE {condition} AND chunk_id NOT IN (SELECT chunk_id FROM far)"
