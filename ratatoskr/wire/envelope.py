@@ -238,8 +238,8 @@ def envelope_from(obj: dict[str, Any]) -> Envelope:
     args = obj.get("args")
     if not isinstance(args, dict):
         raise MalformedEnvelope("args must be an object")
-    request_id = obj.get("request_id")
-    if request_id is not None and not is_request_id(request_id):
+    request_id = obj.get("request_id")  # optional; present, even as null, it must be one
+    if "request_id" in obj and not is_request_id(request_id):
         raise MalformedEnvelope(
             f"request_id must be 1..{MAX_REQUEST_ID_CHARS} printable ASCII characters"
         )

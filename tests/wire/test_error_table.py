@@ -78,6 +78,8 @@ def test_json_with_charset_is_accepted(client: TestClient) -> None:
         b'{"wire": "0.6", "verb": "health", "args": {}, "request_id": "tab\\there"}',
         b'{"wire": "0.6", "verb": "health", "args": {}, "request_id": "\xc3\xa9"}',
         b'{"wire": "0.6", "verb": "health", "args": {}, "request_id": 5}',
+        b'{"wire": "0.6", "verb": "health", "args": {}, "request_id": null}',
+        b'{"wire": "0.6", "verb": "health", "args": {}, "request_id": ""}',
     ],
 )
 def test_malformed_envelope(client: TestClient, body: bytes) -> None:
