@@ -136,11 +136,6 @@ def _holds_wide_integer(body: bytes) -> bool:
     return False
 
 
-def _may_hold_wide_integer(body: bytes) -> bool:
-    """Whether the scan finds a candidate run at all (its cheap part alone)."""
-    return next(_wide_integer_candidates(body), None) is not None
-
-
 def _wide_integer_candidates(body: bytes) -> Iterator[int]:
     """The positions, ascending, of the standalone digit runs that
     may be integers beyond 64 bits: 20 digits or more, or 19 or more after a sign. Read

@@ -20,11 +20,16 @@ from ratatoskr.wire.envelope import (
     _SCAN_STEP,
     WIDE_INTEGER,
     _holds_wide_integer,
-    _may_hold_wide_integer,
+    _wide_integer_candidates,
     decode_object,
 )
 
 NUMBER_CHARS = b".eE+-0123456789"
+
+
+def _may_hold_wide_integer(body: bytes) -> bool:
+    """Whether the cheap scan finds a candidate run at all."""
+    return next(_wide_integer_candidates(body), None) is not None
 
 
 def reference(body: bytes) -> bool:

@@ -84,16 +84,14 @@ def candidates(conn: apsw.Connection, call: rules.SearchCall, dim: int) -> Found
     want = call.top_k + CANDIDATE_MARGIN
     wide = _WIDE if call.include_embedding else _NARROW
     condition, params = scope_condition(call.scope_all, call.scope_any)
-    far = [
-        r[0]
-        for r in conn.execute(
-            "SELECT rowid FROM memory_chunks INDEXED BY memory_chunks_far_norm "
-            f"WHERE {condition} AND {far_norm_sql(dim)}",
-            params,
-        ).fetchall()
-    ]
-    # far rows' distances (NULL, -inf, or anything) neither take a place nor set the cut
-    skip = orjson.dumps(far)
+    # the far rows' ids as one JSON array (one row, as every statement here); their
+    # distances (NULL, -inf, or anything) neither take a place nor set the cut
+    skip = conn.execute(
+        "SELECT json_group_array(rowid) FROM memory_chunks INDEXED BY memory_chunks_far_norm "
+        f"WHERE {condition} AND {far_norm_sql(dim)}",
+        params,
+    ).fetchall()[0][0]
+    far: list[int] = orjson.loads(skip)
     if condition == "1" and want <= VEC_MAX_K and not far:
         near = (
             "SELECT chunk_id AS r, distance AS d FROM memory_vec WHERE embedding MATCH ? AND k = ?"
@@ -115,7 +113,7 @@ def candidates(conn: apsw.Connection, call: rules.SearchCall, dim: int) -> Found
         (*near_params, skip, call.top_k - 1),
     ).fetchall()[0]
     if count < want or last > kth + DISTANCE_EPSILON:
-        return _with_far(conn, _found(rows, dim), far, wide, dim)
+        return _with_far(conn, _found(rows, dim), skip, wide, dim)
     # a crowded cut: every row within the epsilon of the k-th
     rows = conn.execute(
         f"SELECT {_ROWS}{wide} FROM (SELECT rowid AS r, vec_distance_cosine(embedding, ?) AS d "
@@ -123,17 +121,18 @@ def candidates(conn: apsw.Connection, call: rules.SearchCall, dim: int) -> Found
         "WHERE c.d <= ? AND c.r NOT IN (SELECT value FROM json_each(?))",
         (query, *params, kth + DISTANCE_EPSILON, skip),
     ).fetchall()[0]
-    return _with_far(conn, _found(rows, dim), far, wide, dim)
+    return _with_far(conn, _found(rows, dim), skip, wide, dim)
 
 
-def _with_far(conn: apsw.Connection, found: Found, far: list[int], wide: str, dim: int) -> Found:
-    """``found`` and the far rows beside it (read in the same snapshot)."""
-    if not far:
+def _with_far(conn: apsw.Connection, found: Found, far: str, wide: str, dim: int) -> Found:
+    """``found`` and the far rows beside it (``far``: their rowids as a JSON array; read in
+    the same snapshot)."""
+    if far == "[]":
         return found
     rows = conn.execute(
         f"SELECT {_ROWS}{wide} FROM memory_chunks AS m "
         "WHERE m.rowid IN (SELECT value FROM json_each(?))",
-        (orjson.dumps(far),),
+        (far,),
     ).fetchall()[0]
     extra = _found(rows, dim)
     return Found(
