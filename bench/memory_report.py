@@ -209,8 +209,9 @@ def memory_lines(cfg: argparse.Namespace) -> list[str]:
         "",
         f"Each worker's mirror of {live:,} chunks at dimension {cfg.dim}: numpy arrays "
         f"{arrays / 1e6:,.0f} MB ({arrays / live:,.0f} B per chunk: the float32 vector, its "
-        "inverse norm and float64 norm, four int32 axis codes, two flags, per axis the rows "
-        "in code order and their codes, plus growth headroom when rows were appended), "
+        "inverse norm and float64 norm, four int32 axis codes, two flags, the id's hash, per "
+        "axis the rows in code order and their codes, plus growth headroom when rows were "
+        "appended), "
         f"{estimate / live:,.0f} B per chunk as the budget counts it (adding ~240 B of Python "
         "bookkeeping per id and the record JSON the mirror holds). The process's anonymous "
         "resident memory (`RssAnon`, which leaves out the memory-mapped database pages the "

@@ -9,11 +9,15 @@ from typing import Any
 
 import apsw
 import numpy as np
+import pytest
 
 from ratatoskr.memory.reference import ReferenceMemoryStore
+from ratatoskr.memory.search import inplace
+from ratatoskr.memory.search import mirror as memory_mirror
+from ratatoskr.memory.search.overlay import ChangedRows, Overlay
 from ratatoskr.memory.search.worker import holding
 from ratatoskr.memory.store import open_memory_store
-from tests.memory.helpers import CTX, DIM, chunk, settled
+from tests.memory.helpers import CTX, DIM, chunk, random_chunks, settled, vec
 
 SCOPES = [
     {"tenant": "t1", "end_user": "u1"},
@@ -226,3 +230,74 @@ def test_a_search_whose_best_rows_mostly_changed_answers_exactly(tmp_path: Path)
         assert ours.engine.routes["sql"] == 0
     ours.close()
     writer.close()
+
+
+@pytest.mark.parametrize("copy_fits", [True, False], ids=["beside", "in-place"])
+def test_a_regrouped_mirror_ahead_of_which_chunks_changed_leaves_out_their_rows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, copy_fits: bool
+) -> None:
+    """A regroup, beside the mirror or in place, carries each row's id hash with it: a
+    search ahead of the regrouped mirror, whose filter admits few rows beside the changed
+    chunks, still leaves out the stale rows of those chunks (each the best of its query)."""
+    monkeypatch.setattr(memory_mirror, "REGROUP_MIN", 32)
+    monkeypatch.setattr(inplace, "STEP_BYTES", 32 * 4 * DIM)
+    path = tmp_path / "m.db"
+    writer = open_memory_store(str(path), embedding_dim=DIM, mirror_bytes=0)
+    ref = ReferenceMemoryStore(DIM)
+    rng = np.random.default_rng(6)
+    users = [f"u{i}" for i in range(12)]
+
+    def write(ids: list[str], key: str) -> None:
+        batch = random_chunks(rng, ids, users)
+        writer.upsert_many(batch, idempotency_key=key, ctx=CTX)
+        ref.upsert_many(batch, idempotency_key=key, ctx=CTX)
+
+    write([f"c{i}" for i in range(400)], "k0")
+    budget = None if copy_fits else memory_mirror.bytes_per_row(DIM) * 900
+    ours = open_memory_store(str(path), embedding_dim=DIM, mirror_bytes=budget)
+    settled(ours)
+    ours.search(rng.standard_normal(DIM).tolist(), top_k=3)  # searched: a regroup may run
+    write([f"c{i}" for i in range(400, 550)] + [f"c{i}" for i in range(0, 400, 10)], "k1")
+    assert ours.engine.wait_until(lambda m: m.regroups >= 1, 30)
+    settled(ours)
+    assert ours.engine.worker is not None
+    u3 = {"end_user": "u3"}
+    held = ref.search(vec(1), top_k=100, scope_all=u3)
+    with holding("follow", ours.engine.worker) as follow:
+        ours.search(rng.standard_normal(DIM).tolist(), top_k=3)  # the worker looks again
+        assert follow.reached.wait(30)
+        # three of u3's chunks rewritten, with twenty others: the filter's rows are few
+        # beside the changed chunks, so they are checked against them one by one
+        rewritten = [h["chunk_id"] for h in held[:3]] + [f"c{i}" for i in range(1, 400, 20)]
+        write(rewritten, "k2")
+        for hit in held[:3]:
+            query = hit["chunk"]["embedding"]  # its stale row would answer it with score 1
+            expected = ref.search(query, top_k=5, scope_all=u3)
+            assert ours.search(query, top_k=5, scope_all=u3) == expected
+        assert ours.engine.routes["sql"] == 0
+    ours.close()
+    writer.close()
+
+
+def test_a_row_whose_id_hash_matches_a_changed_ids_is_kept_unless_its_id_changed(
+    tmp_path: Path,
+) -> None:
+    """Two ids may share a hash: a search leaves a row out only when its id itself is
+    among the changed ones (a collision forged here in the mirror's hashes)."""
+    store = open_memory_store(str(tmp_path / "m.db"), embedding_dim=DIM)
+    rng = np.random.default_rng(7)
+    store.upsert_many(
+        random_chunks(rng, ["a", "b", "c", "d"], ["u1"]), idempotency_key="k", ctx=CTX
+    )
+    settled(store)
+    mirror = store.mirror
+    assert mirror is not None
+    rows = mirror.admitted({"end_user": "u1"}, [])
+    assert rows is not None
+    row_of = {mirror.ids[r]: int(r) for r in rows}
+    overlay = Overlay(frozenset({"b", "zz"}), [], ChangedRows())
+    with mirror.lock:
+        mirror.id_hashes[row_of["c"]] = hash("zz")  # "c" did not change: same hash as "zz"
+        kept = overlay.kept(mirror, rows)
+    assert sorted(mirror.ids[kept].tolist()) == ["a", "c", "d"]
+    store.close()

@@ -35,6 +35,7 @@ from ratatoskr.memory.search.mirror import (
     Objects,
     VectorMirror,
     headroom,
+    id_hashes,
 )
 from ratatoskr.memory.search.ranking import inverse_norms, pick
 from ratatoskr.memory.search.row_index import RowIndex
@@ -229,7 +230,9 @@ def load(
     del codes
     for lo, hi in _blocks(count, LIST_BLOCK):
         part = ordered[lo:hi]
-        mirror.ids[lo:hi] = pick(ids, part)
+        picked = pick(ids, part)
+        mirror.ids[lo:hi] = picked
+        mirror.id_hashes[lo:hi] = id_hashes(picked)
         held = pick(payloads, part)
         mirror.revisions[lo:hi] = [p[0] for p in held]
         mirror.keys[lo:hi] = [p[1] for p in held]
@@ -300,7 +303,7 @@ def regrouped(live: VectorMirror, pause: Pause, spare: VectorMirror | None = Non
     for lo, hi in _blocks(count, rows_per_block):
         np.take(live.matrix, order[lo:hi], axis=0, out=copy.matrix[lo:hi], mode="clip")
         pause()
-    for name in ("inv_norms", "norms", "wide"):
+    for name in ("inv_norms", "norms", "wide", "id_hashes"):
         np.take(getattr(live, name), order, out=getattr(copy, name)[:count], mode="clip")
     copy.alive[:count] = True
     for name in ("ids", "revisions", "keys", "records"):

@@ -37,6 +37,7 @@ from ratatoskr.memory.search.mirror import (
     Changed,
     VectorMirror,
     headroom,
+    id_hashes,
     objects,
 )
 from ratatoskr.memory.search.ranking import inverse_norms
@@ -139,6 +140,7 @@ def _stage(mirror: VectorMirror, prepared: Prepared, gone: Sequence[str]) -> Sta
     every = len(fresh) == len(ids)  # the common batch: only new chunks, taken as they are
     added = ids if every else [ids[i] for i in fresh.tolist()]
     mirror.ids[lo:hi] = added
+    mirror.id_hashes[lo:hi] = id_hashes(added)
     mirror.codes[:, lo:hi] = codes if every else codes[:, fresh]
     mirror.alive[lo:hi] = True
     payloads = prepared.payloads if every else [prepared.payloads[i] for i in fresh.tolist()]

@@ -76,14 +76,14 @@ Changed = Sequence[Any]  # one row of CHANGED_COLUMNS
 Objects = npt.NDArray[np.object_]
 # the per-row arrays (what a regroup may build its copy in, ``build.regrouped``)
 ARRAYS = (
-    "matrix", "inv_norms", "norms", "codes", "alive", "ids", "revisions", "keys", "records",
-    "wide",
+    "matrix", "inv_norms", "norms", "codes", "alive", "ids", "id_hashes", "revisions", "keys",
+    "records", "wide",
 )  # fmt: skip
 # the attributes that make up the rows (what ``adopt`` takes over)
 _STATE = (
-    "n", "sorted_n", "matrix", "inv_norms", "norms", "codes", "alive", "dead", "ids", "rows",
-    "revisions", "keys", "records", "wide", "record_bytes", "values", "_by_code",
-    "_sorted_codes", "seq",
+    "n", "sorted_n", "matrix", "inv_norms", "norms", "codes", "alive", "dead", "ids",
+    "id_hashes", "rows", "revisions", "keys", "records", "wide", "record_bytes", "values",
+    "_by_code", "_sorted_codes", "seq",
 )  # fmt: skip
 
 
@@ -123,9 +123,14 @@ def objects(capacity: int) -> Objects:
 
 def bytes_per_row(dim: int) -> int:
     """What one chunk costs the mirror: the float32 vector, its inverse norm (float32) and
-    float64 norm, four axis codes, the alive and float64-sent flags and the Python-side
-    bookkeeping (the record JSON held is counted apart)."""
-    return dim * 4 + 4 + 8 + 4 * len(AXES) + 2 + PYTHON_BYTES_PER_ROW
+    float64 norm, four axis codes, the alive and float64-sent flags, the id's hash and the
+    Python-side bookkeeping (the record JSON held is counted apart)."""
+    return dim * 4 + 4 + 8 + 4 * len(AXES) + 2 + 8 + PYTHON_BYTES_PER_ROW
+
+
+def id_hashes(ids: Sequence[str]) -> I64:
+    """Each id's ``hash()`` (``VectorMirror.id_hashes``)."""
+    return np.fromiter(map(hash, ids), dtype=np.int64, count=len(ids))
 
 
 def without(rows: I64, exclude: I64) -> I64:
@@ -183,6 +188,9 @@ class VectorMirror:
         # numpy arrays: unlike lists of a million items, the garbage collector never walks
         # them (a young list that size costs it ~20 ms a pass, on whichever thread).
         self.ids: Objects = objects(capacity)
+        # each id's ``hash()`` (this process's): a search checks a filter's rows against the
+        # changed ids in these contiguous integers, not in the ids' scattered strings
+        self.id_hashes: I64 = np.zeros(capacity, dtype=np.int64)
         self.rows = RowIndex()  # chunk id -> row (``row_index.py``)
         self.revisions: npt.NDArray[np.int64] = np.zeros(capacity, dtype=np.int64)
         self.keys: Objects = objects(capacity)

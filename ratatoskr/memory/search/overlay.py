@@ -33,7 +33,7 @@ from ratatoskr.memory import rules
 from ratatoskr.memory.search.build import chunk_rows
 from ratatoskr.memory.search.cosine import I64, cosine_scores, rank
 from ratatoskr.memory.search.hits import Row, hit_from_row
-from ratatoskr.memory.search.mirror import Changed, VectorMirror
+from ratatoskr.memory.search.mirror import Changed, VectorMirror, id_hashes
 from ratatoskr.sqlite.scope_sql import scope_condition
 
 SCOPE = 6  # a view's row of what the log says: id, four axis values, stored
@@ -47,11 +47,12 @@ class ChangedRows:
     search a third of a millisecond), then shared by every search at that view until the
     worker next changes the rows. Read and written under the mirror's lock."""
 
-    __slots__ = ("generation", "rows")
+    __slots__ = ("generation", "rows", "hashes")
 
     def __init__(self) -> None:
         self.generation = -1
         self.rows: I64 | None = None
+        self.hashes: I64 | None = None  # the changed ids' ``hash()``, sorted (any generation)
 
 
 class Overlay(NamedTuple):
@@ -81,10 +82,28 @@ class Overlay(NamedTuple):
     def kept(self, mirror: VectorMirror, admitted: I64) -> I64:
         """``admitted`` rows whose chunk did not change (call under the lock): cheaper than
         ``excluded`` unless the filter admits many times more rows than there are changed
-        chunks (a set of those ids is small and hot; the mirror's id map is neither)."""
-        changed = self.changed
-        keep = [cid not in changed for cid in mirror.ids[admitted].tolist()]
-        return admitted[np.array(keep, dtype=bool)] if keep else admitted
+        chunks (the mirror's id map is large and cold). The rows' id hashes are looked up
+        among the changed ids' (contiguous integers: a thousand rows at 1M chunks in 0.09
+        ms, against 0.44 ms through their id strings); only a row whose hash matches has
+        its id compared."""
+        if not len(admitted):
+            return admitted
+        changed = self.found.hashes
+        if changed is None:
+            changed = self.found.hashes = np.sort(id_hashes(list(self.changed)))
+        if not len(changed):
+            return admitted
+        hashes = mirror.id_hashes[admitted]
+        at = np.searchsorted(changed, hashes)
+        at[at == len(changed)] = 0
+        matched = np.flatnonzero(changed[at] == hashes)
+        if not len(matched):
+            return admitted
+        ids = mirror.ids[admitted[matched]].tolist()
+        gone = [i for i, cid in zip(matched.tolist(), ids, strict=True) if cid in self.changed]
+        keep = np.ones(len(admitted), dtype=bool)
+        keep[gone] = False
+        return admitted[keep]
 
 
 class ChangeView(NamedTuple):
