@@ -32,7 +32,9 @@ SortKey = tuple[str | int, ...]
 VERSION = 1
 SECRET_BYTES = 32
 SECRET_META_KEY = "cursor_secret"
-MAX_CURSOR_CHARS = 4096
+# the longest cursor a key can make: an id of 512 control characters, six JSON bytes each,
+# in base64 (about 4,240 characters), with room to spare
+MAX_CURSOR_CHARS = 8192
 _TAG_BYTES = 12
 _INVALID = "cursor is not one this store made for this filter"
 

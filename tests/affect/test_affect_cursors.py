@@ -13,7 +13,7 @@ from ratatoskr.affect.reference import ReferenceAffectStore
 from ratatoskr.affect.store import RatatoskrAffectStore, open_affect_store
 from ratatoskr.core.cursors import CursorCodec, filter_tag
 from ratatoskr.core.errors import InvalidArguments
-from tests.affect.helpers import T1, T2, FakeClock, append, ctx, event, put, state
+from tests.affect.helpers import T1, T2, FakeClock, append, ctx, event, put, state, walk
 
 SECRET = b"s" * 32
 
@@ -110,6 +110,22 @@ def test_store_cursors_refuse_tampering_and_other_filters(store: Any) -> None:
     assert store.list(limit=3, cursor=lc)["records"][0]["id"] == "s2"
     c2 = store.list(limit=1, scope_any=[T1, T2])["next_cursor"]
     assert store.list(limit=1, scope_any=[T2, T1], cursor=c2)["records"][0]["id"] == "s1"
+    # the token scope counts as part of the merged filter: the same merged filter pages on
+    c3 = store.list(limit=2, scope_all=T1)["next_cursor"]
+    assert store.list(limit=2, cursor=c3, ctx=ctx(T1))["records"][0]["id"] == "s2"
+
+
+def test_paging_passes_ids_of_the_longest_escaped_form(store: Any) -> None:
+    """A cursor carries the last id as JSON, where each control character takes six
+    bytes: pages ending on ids of 512 of them still page on, on every read."""
+    ids = ["\u0001" * 512, "\u0001" * 511 + "\u0002", "\u0001" * 511 + "\u0003"]
+    put(store, [state(i, T1) for i in ids], "k1")
+    append(store, [event(i, "2026-01-01T00:00:00.000001Z", T1) for i in ids], "k2")
+    states, cursors = walk(store.list, "records", limit=1)
+    assert [r["id"] for r in states] == ids and len(cursors) == 2
+    events, cursors = walk(store.read_events, "events", limit=1)
+    assert [e["id"] for e in events] == ids and len(cursors) == 2
+    assert max(len(c) for c in cursors) > 4096
 
 
 def test_cursor_of_another_store_is_invalid(tmp_path: Path) -> None:
