@@ -115,8 +115,9 @@ def parse_time(value: Any, field: str) -> int:
     dropped (floor). A missing offset and an impossible date or time are refused.
 
     A leap second (``:60`` at 23:59 UTC on a month's last day, as RFC 3339 allows it) has no
-    place on a microsecond clock: it counts as that minute's last microsecond, after every
-    time in its ``:59`` and before the next minute.
+    place on a microsecond clock: it counts as that minute's last microsecond (the same
+    instant as ``23:59:59.999999``), after every earlier time in its ``:59`` and before the
+    next minute.
     """
     match = _RFC3339.fullmatch(value) if isinstance(value, str) else None
     if match is None:

@@ -185,7 +185,8 @@ def test_events_of_year_0000_are_stored_and_ordered_by_their_utc_instant(store: 
 
 def test_a_leap_second_is_its_minutes_last_microsecond() -> None:
     """RFC 3339 allows ``:60`` at 23:59 UTC on a month's last day; a microsecond clock has no
-    place for it, so it sorts after every time in its ``:59`` and before the next minute."""
+    place for it, so it is the instant 23:59:59.999999: after every earlier time in its ``:59``
+    and before the next minute."""
     leap = parse_time("2016-12-31T23:59:60Z", "at")
     assert leap == parse_time("2016-12-31T23:59:59.999999Z", "at")
     assert leap == parse_time("2016-12-31T23:59:60.5Z", "at")
@@ -214,6 +215,26 @@ def test_events_order_by_at_then_id_with_ties(store: Any) -> None:
     assert ids_of(store.read_events(limit=10)) == ["z", "a", "b", "c", "d"]
     assert ids_of(store.read_events(limit=10, order="asc")) == ["z", "a", "b", "c", "d"]
     assert ids_of(store.read_events(limit=10, order="desc")) == ["d", "c", "b", "a", "z"]
+
+
+def test_a_leap_second_ties_with_its_minutes_last_microsecond(store: Any) -> None:
+    """The leap second is the instant 23:59:59.999999: events there and at the leap second
+    are ordered by id, and a bound at the leap second admits or excludes them together."""
+    append(
+        store,
+        [
+            event("b-leap", "2016-12-31T23:59:60Z"),
+            event("a-last", "2016-12-31T23:59:59.999999Z"),
+            event("c-floor", "2016-12-31T23:59:59.9999999Z"),
+            event("0-before", "2016-12-31T23:59:59.999998Z"),
+            event("9-after", "2017-01-01T00:00:00Z"),
+        ],
+        "k1",
+    )
+    order = ["0-before", "a-last", "b-leap", "c-floor", "9-after"]
+    assert ids_of(store.read_events(limit=10)) == order
+    assert ids_of(store.read_events(limit=10, since="2016-12-31T23:59:60Z")) == order[1:]
+    assert ids_of(store.read_events(limit=10, until="2016-12-31T23:59:60Z")) == order[:1]
 
 
 def test_since_inclusive_until_exclusive(store: Any) -> None:
