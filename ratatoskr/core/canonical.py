@@ -35,25 +35,31 @@ _PLAIN = (str, int, bool, type(None))  # leaves that need no look: checked by ty
 
 
 def check_json_value(value: Any, field: str, skip_key: str | None = None, depth: int = 0) -> None:
-    """Refuse what JSON cannot round-trip: non-finite floats, non-string keys, deep nesting."""
+    """Refuse what JSON cannot round-trip: non-finite floats, non-string keys, deep nesting.
+    A message names ``field`` and how deep the value lies, never the keys on the way: a
+    record's keys may be its content."""
     if depth > MAX_DEPTH:
         raise InvalidArguments(f"{field} nests deeper than {MAX_DEPTH} levels")
     if isinstance(value, float):
         if not math.isfinite(value):
-            raise InvalidArguments(f"{field} holds a non-finite number")
+            raise InvalidArguments(f"{field} holds a non-finite number{_at(depth)}")
     elif isinstance(value, dict):
         for key, item in value.items():
             if not isinstance(key, str):
-                raise InvalidArguments(f"{field} has a non-string key")
+                raise InvalidArguments(f"{field} has a non-string key{_at(depth)}")
             if (key == skip_key and depth == 0) or type(item) in _PLAIN:
                 continue
-            check_json_value(item, f"{field}.{key}", None, depth + 1)
+            check_json_value(item, field, None, depth + 1)
     elif isinstance(value, list | tuple):
-        for i, item in enumerate(value):
+        for item in value:
             if type(item) not in _PLAIN:
-                check_json_value(item, f"{field}[{i}]", None, depth + 1)
+                check_json_value(item, field, None, depth + 1)
     elif value is not None and not isinstance(value, str | int | bool):
-        raise InvalidArguments(f"{field} holds a value JSON cannot carry")
+        raise InvalidArguments(f"{field} holds a value JSON cannot carry{_at(depth)}")
+
+
+def _at(depth: int) -> str:
+    return "" if depth == 0 else f" ({depth} level{'s' if depth > 1 else ''} down)"
 
 
 def _reason(exc: Exception) -> str:

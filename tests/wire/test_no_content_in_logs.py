@@ -22,6 +22,14 @@ def marked(chunk_id: str, vector: list[Any], **fields: Any) -> dict[str, Any]:
     )
 
 
+def _nested(levels: int) -> dict[str, Any]:
+    """Dicts ``levels`` deep, each key the marker: too deep to store."""
+    value: dict[str, Any] = {}
+    for _ in range(levels):
+        value = {MARKER: value}
+    return value
+
+
 def _every_outcome(client: TestClient) -> list[Any]:
     good = {"records": [marked("m1", vec(1))], "idempotency_key": "k1"}
     responses = [
@@ -59,6 +67,11 @@ def _every_outcome(client: TestClient) -> list[Any]:
             client,
             "upsert_many",
             {"records": [marked("m6", vec(1))], "idempotency_key": "k7", MARKER: 1},
+        ),
+        call(
+            client,
+            "upsert_many",
+            {"records": [marked("m7", vec(1), deep=_nested(70))], "idempotency_key": "k8"},
         ),
         call(client, "search", {"vector": vec(1), "top_k": 5}),
         call(client, "search", {"vector": vec(1), "top_k": 5, "scope_all": {"end_user": MARKER}}),
