@@ -1,4 +1,5 @@
-"""Write ``docs/openapi.json`` (``python -m ratatoskr.server.openapi_doc``)."""
+"""Write ``docs/openapi.json`` (``python -m ratatoskr.server.openapi_doc``): both planes, as
+``ratatoskr serve`` serves them at the default dimension."""
 
 from __future__ import annotations
 
@@ -7,12 +8,13 @@ from pathlib import Path
 
 import orjson
 
+from ratatoskr.affect.verbs import AFFECT_TABLE
 from ratatoskr.memory.verbs import memory_table
 from ratatoskr.wire.openapi import openapi_document
 
 
 def render() -> bytes:
-    document = openapi_document([memory_table(768)])
+    document = openapi_document([memory_table(768), AFFECT_TABLE])
     return orjson.dumps(document, option=orjson.OPT_INDENT_2) + b"\n"
 
 
