@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from typing import Any
 
-from ratatoskr.client.encoding import batch_args, drop_none
+from ratatoskr.client.encoding import batch_args, drop_none, sequence_arg
 from ratatoskr.client.planes import AsyncPlaneAPI, PlaneAPI
 
 PLANE = "affect"
@@ -18,10 +18,10 @@ EVENTS_PAGE = 1000  # its max_read_limit
 def append_args(
     events: Sequence[Mapping[str, Any]], idempotency_key: str, idempotency_class: str | None
 ) -> dict[str, Any]:
-    if isinstance(events, Mapping) or not isinstance(events, Sequence):
-        raise TypeError("events must be a sequence of events")
     return drop_none(
-        events=list(events), idempotency_key=idempotency_key, idempotency_class=idempotency_class
+        events=sequence_arg(events, "events"),
+        idempotency_key=idempotency_key,
+        idempotency_class=idempotency_class,
     )
 
 

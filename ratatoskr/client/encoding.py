@@ -19,7 +19,7 @@ values would cost the client 2 to 3 ms a call.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -130,6 +130,28 @@ def drop_none(**args: Any) -> dict[str, Any]:
     return {k: v for k, v in args.items() if v is not None}
 
 
+def _refused(value: Any) -> bool:
+    """A string, bytes or a mapping where a list is wanted: iterable, but not a list of
+    items (``delete_many("c1")`` would name the ids ``c`` and ``1``)."""
+    return isinstance(value, str | bytes | bytearray | Mapping)
+
+
+def sequence_arg(value: Any, what: str) -> list[Any]:
+    """``value`` (a sequence of records or events) as the list the wire takes; anything else
+    is refused before anything is sent."""
+    if _refused(value) or not isinstance(value, Sequence):
+        raise TypeError(f"{what} must be a sequence (a list), not {type(value).__name__}")
+    return list(value)
+
+
+def id_list(ids: Any) -> list[Any]:
+    """``ids`` (any iterable of ids but a string, bytes or a mapping) as a list; a single id
+    given where a list is wanted is refused before anything is sent."""
+    if _refused(ids) or not isinstance(ids, Iterable):
+        raise TypeError(f"ids must be a list of ids, not {type(ids).__name__}")
+    return list(ids)
+
+
 def batch_args(
     records: Sequence[Mapping[str, Any]],
     idempotency_key: str,
@@ -138,10 +160,8 @@ def batch_args(
 ) -> dict[str, Any]:
     """The args of a batch write, one shape for both planes (memory's ``upsert_many``,
     affect's ``put_many``); vectors made ready as ``wire_record`` does."""
-    if isinstance(records, Mapping) or not isinstance(records, Sequence):
-        raise TypeError("records must be a sequence of records")
     return drop_none(
-        records=[wire_record(r) for r in records],
+        records=[wire_record(r) for r in sequence_arg(records, "records")],
         idempotency_key=idempotency_key,
         expected_revisions=expected_revisions,
         idempotency_class=idempotency_class,

@@ -3,8 +3,10 @@ both planes serve alike (``get_many``, ``delete_many``, ``describe_store``, ``he
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, ClassVar
+
+from ratatoskr.client.encoding import id_list
 
 
 class PlaneAPI:
@@ -15,12 +17,12 @@ class PlaneAPI:
     def __init__(self, call: Callable[[str, str, dict[str, Any]], Any]) -> None:
         self._call = call
 
-    def get_many(self, ids: Sequence[str]) -> list[dict[str, Any]]:
-        found: list[dict[str, Any]] = self._call(self.PLANE, "get_many", {"ids": list(ids)})
+    def get_many(self, ids: Iterable[str]) -> list[dict[str, Any]]:
+        found: list[dict[str, Any]] = self._call(self.PLANE, "get_many", {"ids": id_list(ids)})
         return found
 
-    def delete_many(self, ids: Sequence[str]) -> dict[str, int]:
-        result: dict[str, int] = self._call(self.PLANE, "delete_many", {"ids": list(ids)})
+    def delete_many(self, ids: Iterable[str]) -> dict[str, int]:
+        result: dict[str, int] = self._call(self.PLANE, "delete_many", {"ids": id_list(ids)})
         return result
 
     def describe_store(self) -> dict[str, Any]:
@@ -40,12 +42,14 @@ class AsyncPlaneAPI:
     def __init__(self, call: Callable[[str, str, dict[str, Any]], Awaitable[Any]]) -> None:
         self._call = call
 
-    async def get_many(self, ids: Sequence[str]) -> list[dict[str, Any]]:
-        found: list[dict[str, Any]] = await self._call(self.PLANE, "get_many", {"ids": list(ids)})
+    async def get_many(self, ids: Iterable[str]) -> list[dict[str, Any]]:
+        found: list[dict[str, Any]] = await self._call(
+            self.PLANE, "get_many", {"ids": id_list(ids)}
+        )
         return found
 
-    async def delete_many(self, ids: Sequence[str]) -> dict[str, int]:
-        result: dict[str, int] = await self._call(self.PLANE, "delete_many", {"ids": list(ids)})
+    async def delete_many(self, ids: Iterable[str]) -> dict[str, int]:
+        result: dict[str, int] = await self._call(self.PLANE, "delete_many", {"ids": id_list(ids)})
         return result
 
     async def describe_store(self) -> dict[str, Any]:

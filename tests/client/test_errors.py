@@ -367,3 +367,52 @@ def test_a_closed_client_refuses_every_call_unsent(
 
     asyncio.run(in_asyncio())
     assert client.affect.get(f"{tenant}-late") is None  # nothing was sent
+
+
+def test_one_string_where_a_list_is_wanted_is_refused_unsent(
+    server: Server, client: Client, tenant: str
+) -> None:
+    """A string is a sequence too: ``delete_many("ab")`` must not delete the records ``a``
+    and ``b``. A string, bytes or a mapping given as ``ids``, ``records`` or ``events`` is
+    a ``TypeError`` before anything is sent, on both planes and in both clients; any other
+    iterable of ids (a tuple, a set, a generator) is still a list of ids."""
+    scope = {"tenant": tenant}
+    one, two = f"{tenant}-a", f"{tenant}-b"
+    chunks = [{"id": i, "embedding": vec(1, 2), "scope": scope} for i in (one, two)]
+    assert client.memory.upsert_many(chunks, idempotency_key="s")["upserted"] == 2
+    states = [{"id": i, "scope": scope} for i in (one, two)]
+    assert client.affect.put_many(states, idempotency_key="s")["written"] == 2
+    http, sent = counting(server)
+    with Client(server.url, key=KEY, scope=scope, actor=tenant, http=http) as counted:
+        counted.handshake()
+        before = len(sent)
+        wrongs: tuple[Any, ...] = (one, one.encode(), {one: 1})
+        for plane in (counted.memory, counted.affect):
+            for wrong in wrongs:
+                with pytest.raises(TypeError, match="ids must be a list"):
+                    plane.delete_many(wrong)
+                with pytest.raises(TypeError, match="ids must be a list"):
+                    plane.get_many(wrong)
+        with pytest.raises(TypeError, match="records must be a sequence"):
+            counted.memory.upsert_many(one, idempotency_key="w")  # type: ignore[arg-type]
+        with pytest.raises(TypeError, match="records must be a sequence"):
+            counted.affect.put_many(one, idempotency_key="w")  # type: ignore[arg-type]
+        with pytest.raises(TypeError, match="events must be a sequence"):
+            counted.affect.append_events(one, idempotency_key="w")  # type: ignore[arg-type]
+        assert len(sent) == before  # nothing was sent
+    assert [c["id"] for c in client.memory.get_many((one, two))] == [one, two]
+    assert len(client.affect.get_many({one, two})) == 2
+    assert len(client.memory.get_many(i for i in (one, two))) == 2
+
+    async def in_asyncio() -> None:
+        async with AsyncClient(server.url, key=KEY, scope=scope, actor=tenant) as aio:
+            for plane in (aio.memory, aio.affect):
+                with pytest.raises(TypeError, match="ids must be a list"):
+                    await plane.delete_many(one)
+                with pytest.raises(TypeError, match="ids must be a list"):
+                    await plane.get_many(one)
+            assert len(await aio.memory.get_many([one, two])) == 2
+
+    asyncio.run(in_asyncio())
+    assert client.memory.delete_many([one, two]) == {"deleted": 2}
+    assert client.affect.delete_many([one, two]) == {"deleted": 2}
