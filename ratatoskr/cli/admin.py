@@ -264,8 +264,10 @@ def _prune(args: argparse.Namespace, stores: Stores) -> int:
 
 
 def _import(args: argparse.Namespace, stores: Stores) -> int:
-    store = stores.get(args.plane, create=True)
+    # the arguments and the file first: a refused import creates no database
+    importer.check_arguments(args.plane, args.kind, args.batch)
     total = importer.count_lines(args.file)
+    store = stores.get(args.plane, create=True)
     columns = (
         TextColumn("import {task.description}"),
         BarColumn(),

@@ -146,7 +146,8 @@ def render_stats(report: dict[str, Any]) -> None:
         sync = ledger.get("synchronous")  # PostgreSQL's durability is the server's own
         out.print(
             f"jti ledger {ledger['path']}: {ledger['entries']:,} ({ledger['expired']:,} expired)"
-            + ("" if sync is None else f", synchronous {sync}")
+            + ("" if sync is None else f", synchronous {sync}"),
+            soft_wrap=True,
         )
     if "replication" in report:
         render_replication(report["replication"])
@@ -195,11 +196,16 @@ def render_restore(report: dict[str, Any]) -> None:
 
 def render_check(report: dict[str, Any]) -> None:
     out = console()
+    # one line per plane and per problem, however long a path or URL: never cut by the
+    # console's width (80 columns when not a terminal), so a script can read them
     for plane, result in report["planes"].items():
         if result["problems"]:
-            out.print(f"{plane}: {len(result['problems'])} problem(s) in {result['path']}")
+            out.print(
+                f"{plane}: {len(result['problems'])} problem(s) in {result['path']}",
+                soft_wrap=True,
+            )
             for problem in result["problems"]:
-                out.print(f"  - {problem}")
+                out.print(f"  - {problem}", soft_wrap=True)
         else:
-            out.print(f"{plane}: ok ({result['path']})")
+            out.print(f"{plane}: ok ({result['path']})", soft_wrap=True)
     out.print("check passed" if report["ok"] else "check FAILED")

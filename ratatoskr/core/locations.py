@@ -8,6 +8,7 @@ from collections.abc import Mapping
 MEMORY_DB_ENV = "RATATOSKR_MEMORY_DB"
 AFFECT_DB_ENV = "RATATOSKR_AFFECT_DB"
 DIM_ENV = "RATATOSKR_MEMORY_EMBEDDING_DIM"
+MAX_DIM = 8192  # sqlite-vec's limit for a float vector column
 
 DEFAULT_MEMORY_DB = "./data/memory.db"
 DEFAULT_AFFECT_DB = "./data/affect.db"

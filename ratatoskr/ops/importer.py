@@ -54,6 +54,16 @@ class _Batch:
     raw: list[bytes]
 
 
+def check_arguments(plane: str, kind: str | None, batch: int) -> str:
+    """The kind of record to import (``kind``, else the plane's default), once ``kind`` and
+    ``batch`` are known good: checked before a store is opened (or created)."""
+    kind = kind or KINDS[plane][0]
+    if kind not in KINDS[plane]:
+        raise ValueError(f"kind for the {plane} plane must be one of {', '.join(KINDS[plane])}")
+    check_limit(batch, MAX_BATCH, "batch")
+    return kind
+
+
 def count_lines(path: str) -> int:
     with open(path, "rb") as handle:
         return sum(1 for _ in handle)
@@ -78,10 +88,7 @@ def import_jsonl(
     on_line: Callable[[int], None] | None = None,
 ) -> dict[str, Any]:
     """Import ``path`` into ``store``; ``on_line`` gets the number of lines consumed so far."""
-    kind = kind or KINDS[plane][0]
-    if kind not in KINDS[plane]:
-        raise ValueError(f"kind for the {plane} plane must be one of {', '.join(KINDS[plane])}")
-    check_limit(batch, MAX_BATCH, "batch")
+    kind = check_arguments(plane, kind, batch)
     tally = {"records": 0, "written": 0, "batches": 0, "replayed_batches": 0}
     current = _Batch([], [], [])
     ctx = CallContext(actor=ACTOR)

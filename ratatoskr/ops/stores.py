@@ -23,6 +23,7 @@ from ratatoskr.core.locations import (
     DEFAULT_AFFECT_DB,
     DEFAULT_MEMORY_DB,
     DIM_ENV,
+    MAX_DIM,
     MEMORY_DB_ENV,
 )
 from ratatoskr.memory.admin_sql import stored_dim
@@ -30,6 +31,7 @@ from ratatoskr.memory.interface import MemoryStore
 from ratatoskr.ops.filters import check_plane
 from ratatoskr.ops.locations import describe, is_postgres, ledger_location, open_affect, open_memory
 from ratatoskr.postgres.probe import component_version, meta_value
+from ratatoskr.postgres.url import LocationError, check_location
 from ratatoskr.sqlite.database import SchemaError
 
 DEFAULT_PATHS = {MEMORY: DEFAULT_MEMORY_DB, AFFECT: DEFAULT_AFFECT_DB}
@@ -66,11 +68,25 @@ class Paths:
             try:
                 dim = int(env[DIM_ENV])
             except ValueError:
-                raise ValueError(f"{DIM_ENV} must be a positive integer") from None
-        if dim is not None and dim < 1:
-            raise ValueError("the embedding dimension must be a positive integer")
+                raise ValueError(f"{DIM_ENV} must be an integer in 1..{MAX_DIM}") from None
+        if dim is not None and not 1 <= dim <= MAX_DIM:
+            raise ValueError(f"the embedding dimension must be an integer in 1..{MAX_DIM}")
         memory = memory or env.get(MEMORY_DB_ENV)
         affect = affect or env.get(AFFECT_DB_ENV)
+        # a URL-like location that is no PostgreSQL URL (a typo such as ``postgress://``)
+        # is refused before anything is opened, named by its setting, never quoted: it
+        # may hold a password, and it must not be taken for a file path
+        for plane, flag, given in (
+            (MEMORY, "--memory-db", memory),
+            (AFFECT, "--affect-db", affect),
+            (None, "--jti-db", jti),
+        ):
+            if given:
+                try:
+                    check_location(given)
+                except LocationError as exc:
+                    where = flag if plane is None else f"{flag} or {_ENVS[plane]}"
+                    raise ValueError(f"{where}: {exc}") from None
         named = frozenset(p for p, given in ((MEMORY, memory), (AFFECT, affect)) if given)
         return cls(
             memory or DEFAULT_PATHS[MEMORY], affect or DEFAULT_PATHS[AFFECT], jti, dim, named

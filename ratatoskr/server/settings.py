@@ -18,6 +18,7 @@ from ratatoskr.core.locations import AFFECT_DB_ENV as AFFECT_DB_ENV
 from ratatoskr.core.locations import DEFAULT_AFFECT_DB as DEFAULT_AFFECT_DB
 from ratatoskr.core.locations import DEFAULT_MEMORY_DB as DEFAULT_MEMORY_DB
 from ratatoskr.core.locations import DIM_ENV as DIM_ENV
+from ratatoskr.core.locations import MAX_DIM as MAX_DIM
 from ratatoskr.core.locations import MEMORY_DB_ENV as MEMORY_DB_ENV
 from ratatoskr.core.locations import env_int
 from ratatoskr.postgres.database import PgSettings
@@ -68,7 +69,6 @@ LOG_LEVEL_ENV = "RATATOSKR_LOG_LEVEL"
 LOG_FORMAT_ENV = "RATATOSKR_LOG_FORMAT"
 
 DEFAULT_DIM = 768
-MAX_DIM = 8192  # sqlite-vec's limit for a float vector column
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8000
 DEFAULT_WORKERS = 2

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+import pytest
 
 from tests.ops.conftest import DIM, Files, chunks
 
@@ -69,3 +70,36 @@ def test_import_into_a_new_file_needs_a_dimension(
     assert ran.code == 2 and "--dim" in ran.err
     assert admin("import", "memory", str(path), "--dim", str(DIM)).code == 0
     assert admin("stats", "--json").json()["planes"]["memory"]["records"] == {"chunk": 3}
+
+
+@pytest.mark.parametrize(
+    "wrong",
+    [
+        ["memory", "MISSING", "--dim", str(DIM)],
+        ["affect", "LINES", "--kind", "chunk"],
+        ["memory", "LINES", "--kind", "state", "--dim", str(DIM)],
+        ["affect", "LINES", "--batch", "0"],
+        ["memory", "LINES", "--batch", "1001", "--dim", str(DIM)],
+        ["memory", "LINES", "--dim", "0"],
+        ["memory", "LINES", "--dim", "8193"],
+    ],
+    ids=["missing-file", "kind", "kind-memory", "batch-0", "batch-1001", "dim-0", "dim-8193"],
+)
+def test_a_refused_import_creates_no_database(
+    tmp_path: Path, admin: Any, monkeypatch: Any, wrong: list[str]
+) -> None:
+    """Validate before touching storage: a missing file, a kind the plane does not hold, a
+    batch or a dimension out of range is refused (exit 2) before the plane's database is
+    created, so a typo leaves no empty (or half-made) database behind."""
+    monkeypatch.setenv("RATATOSKR_MEMORY_DB", str(tmp_path / "memory.db"))
+    monkeypatch.setenv("RATATOSKR_AFFECT_DB", str(tmp_path / "affect.db"))
+    monkeypatch.delenv("RATATOSKR_MEMORY_EMBEDDING_DIM", raising=False)
+    lines = tmp_path / "lines.jsonl"
+    write_lines(lines, chunks(2))
+    args = [
+        str(lines) if a == "LINES" else str(tmp_path / "none.jsonl") if a == "MISSING" else a
+        for a in wrong
+    ]
+    ran = admin("import", *args)
+    assert ran.code == 2, ran.out + ran.err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["lines.jsonl"]

@@ -19,7 +19,7 @@ from ratatoskr.server.app import check_stores
 from ratatoskr.server.settings import load_settings
 from ratatoskr.sqlite.database import SchemaError
 from ratatoskr.sqlite.jti import JtiLedger
-from tests.ops.conftest import CTX, DIM, Files
+from tests.ops.conftest import CTX, DIM, Files, fill
 
 COMMANDS = (
     "list",
@@ -72,6 +72,32 @@ def test_check_passes_a_healthy_store(filled: Files, admin: Any) -> None:
     ran = admin("check")
     assert ran.code == 0
     assert "check passed" in ran.out
+
+
+def test_check_prints_each_plane_and_problem_on_one_line(tmp_path: Path, admin: Any) -> None:
+    """A path (or a problem) longer than the console is wide is never cut into two lines:
+    scripts read ``memory: ok (PATH)`` and each problem whole."""
+    deep = tmp_path / ("a-directory-with-a-long-name-" * 4)
+    deep.mkdir()
+    memory, affect = deep / "memory.db", deep / "affect.db"
+    open_memory_store(str(memory), embedding_dim=DIM).close()
+    open_affect_store(str(affect)).close()
+    fill(Files(deep, memory, affect), n_chunks=10, n_states=2, n_events=2)
+    ran = admin("check", "--memory-db", str(memory), "--affect-db", str(affect))
+    assert ran.code == 0, ran.out + ran.err
+    assert f"memory: ok ({memory})\n" in ran.out and f"affect: ok ({affect})\n" in ran.out
+    conn = raw(memory)
+    conn.execute("DELETE FROM memory_vec WHERE chunk_id = 'c0001'")
+    conn.close()
+    ran = admin("check", "--memory-db", str(memory), "--affect-db", str(affect))
+    assert ran.code == 1
+    assert f"memory: 1 problem(s) in {memory}\n" in ran.out
+    assert "  - 1 chunk(s) without a memory_vec row: c0001\n" in ran.out
+    ledger = deep / "memory.jti.db"
+    JtiLedger(str(ledger)).close()
+    ran = admin("stats", "--memory-db", str(memory), "--affect-db", str(affect))
+    assert ran.code == 0, ran.out + ran.err
+    assert f"jti ledger {ledger}: 0 (0 expired)" in ran.out
 
 
 def test_check_catches_a_missing_and_an_orphaned_vector_row(filled: Files, admin: Any) -> None:
@@ -220,6 +246,43 @@ def test_a_misspelt_plane_file_is_an_error_not_a_plane_left_out(
     assert misspelt in ran.err and "--memory-db" in ran.err
     assert not (filled.dir / "copy").exists() and not (filled.dir / "memroy.db").exists()
     assert admin("stats", "--json").json()["planes"]["affect"] == before
+
+
+@pytest.mark.parametrize(
+    ("flag", "location"),
+    [
+        ("--memory-db", "postgress://ops:pw-9f3c1e@db.internal/ratatoskr"),
+        ("--affect-db", "mysql://ops:pw-9f3c1e@db.internal/ratatoskr"),
+        ("--jti-db", "sqlite://ops:pw-9f3c1e@ledger"),
+    ],
+    ids=["misspelt-scheme", "foreign-scheme", "jti"],
+)
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["list", "memory"],
+        ["stats"],
+        ["erase", "--scope", "tenant=acme", "--yes"],
+        ["import", "memory", "LINES"],
+    ],
+    ids=lambda c: c[0],
+)
+def test_a_url_that_is_no_postgresql_url_is_refused_without_its_password(
+    filled: Files, admin: Any, command: list[str], flag: str, location: str
+) -> None:
+    """A URL-like location of another scheme (or a misspelt ``postgresql``) is neither a
+    file nor a database this build serves: the command stops (exit 2) naming the setting,
+    not the URL with its password, and neither reads nor creates anything."""
+    lines = filled.dir / "lines.jsonl"
+    lines.write_bytes(b"")
+    before = sorted(p.name for p in filled.dir.iterdir())
+    args = [str(lines) if a == "LINES" else a for a in command]
+    ran = admin(*args, flag, location)
+    assert ran.code == 2, ran.out + ran.err
+    assert flag in ran.err and "is not served" in ran.err
+    assert "pw-9f3c1e" not in ran.out + ran.err
+    assert sorted(p.name for p in filled.dir.iterdir()) == before
+    assert admin("stats", "--json").json()["planes"]["memory"]["records"] == {"chunk": 120}
 
 
 def test_a_swapped_or_foreign_file_is_named_for_what_it_is(filled: Files, admin: Any) -> None:
