@@ -40,7 +40,7 @@ JSON = "application/json"
 @dataclass(frozen=True)
 class Retry:
     """How often and how patiently a retryable error is retried: ``attempts`` retries after
-    the first try (0: none), the n-th after a random delay in ``[0, min(max_delay,
+    the first try (0: none), retry n (from 0) after a random delay in ``[0, min(max_delay,
     base_delay * 2**n)]`` seconds."""
 
     attempts: int = 3
