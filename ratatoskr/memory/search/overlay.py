@@ -187,9 +187,13 @@ def read_view(
     ).fetchall()[0]
     # a chunk's later entry replaces its earlier ones
     latest: dict[str, int] = dict(zip(orjson.loads(ids), orjson.loads(seqs), strict=True))
+    found = ChangedRows()
     if base is not None and base.latest is not None:
+        hashes = base.found.hashes  # extended by the new ids' alone
+        if hashes is not None:
+            found.hashes = np.union1d(hashes, id_hashes(list(latest)))
         latest = {**base.latest, **latest}
-    return ChangeView(since, head, latest.keys(), None, ChangedRows(), latest)  # ids: its keys
+    return ChangeView(since, head, latest.keys(), None, found, latest)  # ids: its keys
 
 
 def _extended(conn: apsw.Connection, since: int, head: int, base: ChangeView) -> ChangeView:
