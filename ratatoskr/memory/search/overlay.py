@@ -189,9 +189,9 @@ def read_view(
     latest: dict[str, int] = dict(zip(orjson.loads(ids), orjson.loads(seqs), strict=True))
     found = ChangedRows()
     if base is not None and base.latest is not None:
-        hashes = base.found.hashes  # extended by the new ids' alone
-        if hashes is not None:
-            found.hashes = np.union1d(hashes, id_hashes(list(latest)))
+        hashes = base.found.hashes  # extended by the new ids' alone (a repeated hash
+        if hashes is not None:  # finds its rows the same)
+            found.hashes = np.sort(np.concatenate((hashes, id_hashes(list(latest)))))
         latest = {**base.latest, **latest}
     return ChangeView(since, head, latest.keys(), None, found, latest)  # ids: its keys
 
