@@ -26,6 +26,7 @@ import numpy as np
 import orjson
 
 from ratatoskr.client.errors import NonFiniteNumber
+from ratatoskr.core.canonical import json_failure
 from ratatoskr.wire.envelope import WIRE_VERSION
 
 VECTOR_KEYS = ("embedding", "vector")
@@ -65,7 +66,12 @@ def envelope(
     where = _non_finite_arg(args, vectors_checked)
     if where is not None:
         raise NonFiniteNumber(where)
-    return orjson.dumps(body, option=_OPTIONS)
+    try:
+        return orjson.dumps(body, option=_OPTIONS)
+    except orjson.JSONEncodeError as exc:
+        raise TypeError(
+            f"the arguments of {verb} are not JSON ({json_failure(exc)}); nothing was sent"
+        ) from None
 
 
 def _non_finite_arg(args: Mapping[str, Any], vectors_checked: bool) -> str | None:

@@ -23,7 +23,9 @@ def canonical_json(value: Any, field: str = "value") -> bytes:
     try:
         return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
     except (TypeError, orjson.JSONEncodeError) as exc:
-        raise InvalidArguments(f"{field} is not representable as JSON ({_reason(exc)})") from None
+        raise InvalidArguments(
+            f"{field} is not representable as JSON ({json_failure(exc)})"
+        ) from None
 
 
 def digest(value: Any, field: str = "value") -> str:
@@ -62,7 +64,8 @@ def _at(depth: int) -> str:
     return "" if depth == 0 else f" ({depth} level{'s' if depth > 1 else ''} down)"
 
 
-def _reason(exc: Exception) -> str:
+def json_failure(exc: Exception) -> str:
+    """What orjson could not write, in a few words that name no value."""
     text = str(exc)
     if "surrogates" in text:
         return "a string holds a lone surrogate"

@@ -416,3 +416,28 @@ def test_one_string_where_a_list_is_wanted_is_refused_unsent(
     asyncio.run(in_asyncio())
     assert client.memory.delete_many([one, two]) == {"deleted": 2}
     assert client.affect.delete_many([one, two]) == {"deleted": 2}
+
+
+def test_arguments_json_cannot_carry_are_refused_unsent_saying_why(
+    server: Server, tenant: str
+) -> None:
+    """A lone surrogate, an integer beyond 64 bits or a set in the arguments: a
+    ``TypeError`` that says which, names no value and sends nothing."""
+    scope = {"tenant": tenant}
+    http, sent = counting(server)
+    with Client(server.url, key=KEY, scope=scope, actor=tenant, http=http) as counted:
+        counted.handshake()
+        before = len(sent)
+        cases = (
+            ("zq\ud800marker", "a string holds a lone surrogate"),
+            (2**70, "an integer exceeds 64 bits"),
+            ({"zq-marker"}, "unsupported value"),
+        )
+        for value, why in cases:
+            record = {"id": "x", "scope": scope, "note": value}
+            with pytest.raises(TypeError) as info:
+                counted.affect.put_many([record], idempotency_key="w")
+            message = str(info.value)
+            assert message == f"the arguments of put_many are not JSON ({why}); nothing was sent"
+            assert "marker" not in message
+        assert len(sent) == before
