@@ -63,7 +63,9 @@ class Target:
 
     @property
     def phrase(self) -> str:
-        return str(len(self.ids)) if self.ids else self.path[-1][1]
+        """Blanks around a value are not part of the phrase (a typed phrase is stripped;
+        the target comes from the form's other fields, never from the phrase)."""
+        return str(len(self.ids)) if self.ids else self.path[-1][1].strip()
 
     @property
     def title(self) -> str:
@@ -84,8 +86,10 @@ class Target:
 
 
 def _subject(form: FormData) -> dict[str, str]:
-    scope = {axis: str(form.get(axis, "")).strip() for axis in AXES}
-    scope = {axis: value for axis, value in scope.items() if value}
+    """The scope values as given, not stripped: `` bob`` is another subject than ``bob``
+    (as for ``admin erase --scope``); a blank field names no axis."""
+    scope = {axis: str(form.get(axis, "")) for axis in AXES}
+    scope = {axis: value for axis, value in scope.items() if value.strip()}
     if not scope:
         raise Refused("refusing an empty subject: give at least one scope value")
     return scope
@@ -93,11 +97,11 @@ def _subject(form: FormData) -> dict[str, str]:
 
 def _subject_phrase(scope: dict[str, str]) -> str:
     """The most specific value named: ``tenant=acme end_user=bob`` is confirmed by ``bob``."""
-    return [scope[a] for a in AXES if a in scope][-1]
+    return [scope[a] for a in AXES if a in scope][-1].strip()
 
 
 def _confirmed(form: FormData, phrase: str) -> bool:
-    return str(form.get("confirm", "")).strip() == phrase
+    return bool(phrase) and str(form.get("confirm", "")).strip() == phrase
 
 
 async def open_record(console: Console, request: Request) -> Response:

@@ -19,7 +19,7 @@ from ratatoskr.console import actions, pages
 from ratatoskr.console.auth import Guard, Secret
 from ratatoskr.console.render import page, static_files
 from ratatoskr.console.state import Console, Refused
-from ratatoskr.core.errors import BifrostError
+from ratatoskr.core.errors import BifrostError, Unavailable
 from ratatoskr.ops.stores import Stores
 from ratatoskr.sqlite.database import SchemaError
 
@@ -44,6 +44,14 @@ def _route(console: Console, method: str, path: str, name: str) -> Route:
     async def endpoint(request: Request) -> Response:
         try:
             return await handler(console, request)
+        except Unavailable as exc:
+            # the store cannot be reached now (PostgreSQL down, a lock held too long): not the
+            # operator's input, and worth retrying
+            return page(
+                "error_fragment.html" if method == "POST" else "error.html",
+                console.context(request, message=str(exc), title="Store unavailable"),
+                503,
+            )
         except (ValueError, BifrostError, Refused) as exc:
             status = exc.status if isinstance(exc, Refused) else 400
             return page(

@@ -3,6 +3,7 @@ form, check. None of them changes a file, and none shows record content."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Awaitable, Callable
 from typing import Any
 from urllib.parse import urlencode
@@ -17,7 +18,7 @@ from ratatoskr.core.filters import PLANES
 from ratatoskr.core.scope import AXES
 from ratatoskr.ops import explore as explore_ops
 from ratatoskr.ops import listing, maintenance
-from ratatoskr.ops.stores import Stores
+from ratatoskr.ops.stores import STORE_ERRORS, Stores
 
 Handler = Callable[[Console, Request], Awaitable[Response]]
 
@@ -41,13 +42,33 @@ def _plane(request: Request) -> str:
 
 async def overview(console: Console, request: Request) -> Response:
     def work(stores: Stores) -> dict[str, Any]:
-        present = stores.present()
-        health = {plane: stores.get(plane).health() for plane in present}
+        present: list[str] = []
+        health: dict[str, dict[str, Any]] = {}
+        for plane in PLANES:
+            try:
+                if not stores.exists(plane):
+                    continue
+                health[plane] = stores.get(plane).health()
+            except STORE_ERRORS as exc:
+                # a plane that cannot be reached is down, with the reason; the other still shows
+                health[plane] = {"status": "down", "reason": str(exc)}
+            present.append(plane)
+        try:
+            stats = maintenance.stats(stores) if present else {"planes": {}, "jti": []}
+        except STORE_ERRORS:
+            stats = {"planes": {}, "jti": []}
+            for plane in present:
+                with contextlib.suppress(*STORE_ERRORS):
+                    stats["planes"][plane] = {
+                        "path": stores.paths.shown(plane),
+                        **stores.get(plane).stats(),
+                    }
         return {
             "present": present,
-            "missing": {p: stores.paths.of(p) for p in PLANES if p not in present},
+            "missing": {p: stores.paths.shown(p) for p in PLANES if p not in present},
+            "shown": {p: stores.paths.shown(p) for p in PLANES},
             "health": health,
-            "stats": maintenance.stats(stores) if present else {"planes": {}, "jti": []},
+            "stats": stats,
         }
 
     found = await console.run(work)
@@ -66,7 +87,7 @@ async def tree(console: Console, request: Request) -> Response:
 
     def work(stores: Stores) -> dict[str, Any]:
         if not stores.exists(plane):
-            raise Refused(f"no {plane} database at {stores.paths.of(plane)}", 404)
+            raise Refused(f"no {plane} database at {stores.paths.shown(plane)}", 404)
         store = stores.get(plane)
         drawn = tree_view.build(store, plane, path, by=by, limit=limit)
         flt = tree_view.filter_of(plane, path)

@@ -68,7 +68,7 @@ def serve(
     """Serve until Ctrl-C (or SIGTERM); 0 on that stop."""
     warning = check_host(host, allow_remote=allow_remote)
     if not stores.present():
-        paths = ", ".join(stores.paths.of(p) for p in ("memory", "affect"))
+        paths = ", ".join(stores.paths.shown(p) for p in ("memory", "affect"))
         raise ValueError(f"no database found at {paths} (see --memory-db, --affect-db)")
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)

@@ -13,12 +13,26 @@ function show(target, html) {
   focus.focus();
 }
 
+// forms with a request in flight: a second submit (a double click on "Forget") is dropped,
+// so a removal runs once and its counts are not replaced by a repeat's zeros
+const pending = new WeakSet();
+
+function busy(form, on) {
+  for (const element of form.elements) {
+    if (element instanceof HTMLButtonElement && element.type === "submit") element.disabled = on;
+  }
+  if (on) pending.add(form);
+  else pending.delete(form);
+}
+
 document.addEventListener("submit", async (event) => {
   const form = event.target;
   if (!(form instanceof HTMLFormElement) || form.method.toLowerCase() !== "post") return;
   event.preventDefault();
+  if (pending.has(form)) return;
   const target = document.querySelector(form.dataset.target);
   const body = new URLSearchParams(new FormData(form, event.submitter));
+  busy(form, true);
   target.setAttribute("aria-busy", "true");
   try {
     const response = await fetch(form.action, {
@@ -30,6 +44,8 @@ document.addEventListener("submit", async (event) => {
     show(target, await response.text());
   } catch (error) {
     show(target, '<div class="notice error" role="alert" tabindex="-1" data-focus>The console did not answer.</div>');
+  } finally {
+    busy(form, false);
   }
 });
 

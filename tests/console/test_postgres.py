@@ -1,0 +1,96 @@
+"""The console on PostgreSQL URLs (``--memory-db postgresql://...``): every page renders
+from what the PostgreSQL stores report, and no page, error or message names a URL with its
+password."""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+from starlette.testclient import TestClient
+
+from ratatoskr.cli import main
+from ratatoskr.console.app import create_console_app
+from ratatoskr.console.auth import Secret
+from ratatoskr.ops.locations import open_memory
+from ratatoskr.ops.stores import Paths, Stores
+from tests.backends import postgres_schema
+from tests.console.conftest import CTX, DIM, Files
+
+PASSWORD = "Pw-QZXV-console"
+
+
+def _with_password(url: str) -> str:
+    # the test cluster trusts local connections: the password is only carried, never checked
+    assert url.startswith("postgresql://postgres@")
+    return url.replace("postgresql://postgres@", f"postgresql://postgres:{PASSWORD}@", 1)
+
+
+@pytest.fixture
+def memory_url() -> str:
+    url = _with_password(postgres_schema("console"))
+    memory = open_memory(url, embedding_dim=DIM)
+    chunks = [
+        {"id": f"c-{i}", "embedding": [0.5] * DIM, "scope": {"tenant": "acme", "end_user": "u"}}
+        for i in range(3)
+    ]
+    memory.upsert_many(chunks, idempotency_key="console-pg", ctx=CTX)
+    memory.close()
+    return url
+
+
+def test_the_pages_render_on_postgresql_without_the_password(memory_url: str) -> None:
+    empty = _with_password(postgres_schema("console_empty"))  # no affect plane in it
+    secret = Secret.fresh(1)
+    stores = Stores(Paths(memory_url, empty))
+    app = create_console_app(stores, secret, operator="x")
+    try:
+        with TestClient(app, cookies={secret.cookie: secret.value}) as client:
+            overview = client.get("/")
+            assert overview.status_code == 200, overview.text
+            assert "chunk records" in overview.text and "No database at" in overview.text
+            tree = client.get("/tree/memory", params={"at": "tenant=acme"})
+            assert tree.status_code == 200 and "c-2" in tree.text
+            assert client.get("/check").status_code == 200
+            absent = client.get("/tree/affect")
+            assert absent.status_code == 404 and "no affect database" in absent.text
+            for answer in (overview, tree, absent):
+                assert PASSWORD not in answer.text
+                assert "postgres:***@" in answer.text or answer is tree
+    finally:
+        stores.close()
+
+
+def test_a_start_on_no_database_does_not_print_the_password(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    empty = _with_password(postgres_schema("console_none"))
+    assert main(["admin", "ui", "--port", "0", "--memory-db", empty, "--affect-db", empty]) == 2
+    out, err = capsys.readouterr()
+    assert "no database found" in err and "postgres:***@" in err
+    assert PASSWORD not in out + err
+
+
+def test_a_plane_that_cannot_be_reached_is_shown_down(files: Files) -> None:
+    """The overview still draws, the unreachable plane down with the reason; its pages
+    answer 503 (retry later), not a refusal of the operator's input."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]  # nothing listens there once closed
+    nowhere = f"postgresql://postgres:{PASSWORD}@127.0.0.1:{port}/nowhere"
+    secret = Secret.fresh(1)
+    stores = Stores(Paths(str(files.memory), nowhere))
+    app = create_console_app(stores, secret, operator="x")
+    try:
+        with TestClient(app, cookies={secret.cookie: secret.value}) as client:
+            overview = client.get("/")
+            assert overview.status_code == 200, overview.text
+            assert "health: <strong>ok</strong>" in overview.text
+            assert "health: <strong>down</strong> — store unavailable" in overview.text
+            assert client.get("/tree/memory").status_code == 200
+            absent = client.get("/tree/affect")
+            assert absent.status_code == 503 and "Store unavailable" in absent.text
+            for answer in (overview, absent):
+                assert PASSWORD not in answer.text and "postgres:***@" in answer.text
+    finally:
+        stores.close()
