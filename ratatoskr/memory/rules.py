@@ -427,7 +427,9 @@ def parse_search(
         raise InvalidArguments("metadata_filter is not supported (no filterable fields)")
     include_embedding = True
     if include is not None:
-        if not isinstance(include, dict) or set(include) - {"embedding"}:
+        if not isinstance(include, dict):
+            raise InvalidArguments("include must be null or an object")
+        if set(include) - {"embedding"}:
             raise InvalidArguments("include may only hold the key embedding")
         if "embedding" in include:
             if not isinstance(include["embedding"], bool):

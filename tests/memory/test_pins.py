@@ -225,6 +225,14 @@ def test_search_argument_pins(store: RatatoskrMemoryStore) -> None:
     assert store.search(vec(1), top_k=5, fidelity_target=1, include={"embedding": True}) == []
 
 
+@pytest.mark.parametrize("include", [[], True, "embedding", 0])
+def test_include_that_is_not_an_object_is_named_so(
+    store: RatatoskrMemoryStore, include: Any
+) -> None:
+    with pytest.raises(InvalidArguments, match="^include must be null or an object$"):
+        store.search(vec(1), top_k=5, include=include)
+
+
 def test_include_embedding_false_drops_the_vector(store: RatatoskrMemoryStore) -> None:
     store.upsert_many(
         [chunk("a", vec(1)), {"id": "b", "vector": vec(0.5, 1)}], idempotency_key="k", ctx=CTX
