@@ -37,7 +37,7 @@ from ratatoskr.server.settings import (
     load_settings,
 )
 from ratatoskr.server.threads import configure_store_threads, run_in_store_thread
-from ratatoskr.sqlite.database import SchemaError
+from ratatoskr.sqlite.database import MAX_DB_BYTES_ENV, SchemaError
 from ratatoskr.sqlite.jti import JtiLedger
 from ratatoskr.wire.http import WireEndpoints
 from ratatoskr.wire.openapi import openapi_document
@@ -121,6 +121,12 @@ def check_stores(settings: Settings, planes: Sequence[str] = PLANES) -> None:
             if is_postgres(settings.memory_db if name == "memory" else settings.affect_db):
                 raise SettingsError(
                     f"{setting}: the database cannot be used ({type(exc).__name__})"
+                ) from None
+            cap = settings.database.max_db_bytes
+            if cap and "full" in str(exc):  # SQLITE_FULL, as sqlite-vec words it too
+                raise SettingsError(
+                    f"{MAX_DB_BYTES_ENV}: {cap:,} bytes is too small for {setting}'s file "
+                    "(a new memory file needs about 4.5 MiB at dimension 768)"
                 ) from None
             raise SettingsError(
                 f"{setting}: the file cannot be opened as a database ({type(exc).__name__})"

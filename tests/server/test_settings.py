@@ -62,6 +62,17 @@ def test_an_unwritable_database_path_exits_non_zero_naming_it(tmp_path: Path) ->
     assert "RATATOSKR_AFFECT_DB" in done.stderr
 
 
+def test_a_size_cap_too_small_for_a_new_file_is_named(tmp_path: Path) -> None:
+    """A cap the file cannot be created under stops the start naming the cap, not the file."""
+    done = _serve(
+        tmp_path, RATATOSKR_SQLITE_MAX_DB_BYTES=str(1 << 20), RATATOSKR_MEMORY_EMBEDDING_DIM="768"
+    )
+    assert done.returncode != 0
+    assert "RATATOSKR_SQLITE_MAX_DB_BYTES: 1,048,576 bytes is too small" in done.stderr
+    assert "cannot be opened as a database" not in done.stderr
+    assert _serve(tmp_path, RATATOSKR_SQLITE_MAX_DB_BYTES=str(1 << 20)).returncode != 0
+
+
 def test_a_database_of_another_dimension_names_the_dimension(tmp_path: Path) -> None:
     open_memory_store(str(tmp_path / "m.db"), embedding_dim=4).close()
     done = _serve(tmp_path)
