@@ -51,12 +51,12 @@ class Target:
     @classmethod
     def read(cls, form: FormData) -> Target:
         plane = _plane(form.get("plane"))
-        if form.get("mode") == "ids":
+        path = tree_view.parse_path(plane, [str(v) for v in form.getlist("at")])
+        if form.get("mode") == "ids":  # the node they were ticked on: only to return to
             ids = list(dict.fromkeys(str(v) for v in form.getlist("id") if str(v)))
             if not ids:
                 raise Refused("select at least one record first")
-            return cls(plane, [], ids)
-        path = tree_view.parse_path(plane, [str(v) for v in form.getlist("at")])
+            return cls(plane, path, ids)
         if not path:
             raise Refused("refusing an empty filter: pick a node below the plane, or records")
         return cls(plane, path, [])
@@ -81,8 +81,9 @@ class Target:
         return forget_ops.forget(store, flt=flt, dry_run=dry_run)
 
     def after_href(self) -> str:
-        """Where the counts are seen again: the node's parent (the node is gone)."""
-        return tree_view.href(self.plane, self.path[:-1] if self.path else [])
+        """Where the counts are seen again: the node the records were ticked on, or a
+        forgotten node's parent (the node is gone)."""
+        return tree_view.href(self.plane, self.path if self.ids else self.path[:-1])
 
 
 def _subject(form: FormData) -> dict[str, str]:

@@ -219,6 +219,10 @@ def test_explore_narrow_list_open_forget_erase(
     expect(result.locator('[data-removed="memory.chunk"]')).to_have_text("2")
     left = {r["id"] for r in stored(files)["chunk"]}
     assert "c-carol-0" not in left and "c-carol-1" not in left and "c-carol-2" in left
+    ticked_on = page.url
+    follow(result.get_by_role("link", name="Show the updated counts"))  # back to that node
+    assert page.url == ticked_on
+    assert "c-carol-2" in record_ids(page) and "c-carol-0" not in record_ids(page)
 
     # erase a subject across both planes
     follow(
