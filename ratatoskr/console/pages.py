@@ -53,16 +53,13 @@ async def overview(console: Console, request: Request) -> Response:
                 # a plane that cannot be reached is down, with the reason; the other still shows
                 health[plane] = {"status": "down", "reason": str(exc)}
             present.append(plane)
-        try:
-            stats = maintenance.stats(stores) if present else {"planes": {}, "jti": []}
-        except STORE_ERRORS:
-            stats = {"planes": {}, "jti": []}
-            for plane in present:
-                with contextlib.suppress(*STORE_ERRORS):
-                    stats["planes"][plane] = {
-                        "path": stores.paths.shown(plane),
-                        **stores.get(plane).stats(),
-                    }
+        # each part on its own: a plane that cannot be reached leaves out its stats alone
+        stats: dict[str, Any] = {"planes": {}, "jti": []}
+        for plane in present:
+            with contextlib.suppress(*STORE_ERRORS):
+                stats["planes"][plane] = maintenance.plane_stats(stores, plane)
+        with contextlib.suppress(*STORE_ERRORS):
+            stats["jti"] = maintenance.ledger_stats(stores)
         return {
             "present": present,
             "missing": {p: stores.paths.shown(p) for p in PLANES if p not in present},

@@ -29,14 +29,23 @@ def _require_some(stores: Stores) -> list[str]:
 def stats(stores: Stores) -> dict[str, Any]:
     """Records per plane and kind, file and WAL sizes, cache sizes, schema versions, and the
     durability mode (``synchronous``) this process opens the files with."""
-    out: dict[str, Any] = {"planes": {}, "jti": []}
-    for plane in _require_some(stores):
-        out["planes"][plane] = {"path": stores.paths.shown(plane), **stores.get(plane).stats()}
+    planes = {plane: plane_stats(stores, plane) for plane in _require_some(stores)}
+    return {"planes": planes, "jti": ledger_stats(stores)}
+
+
+def plane_stats(stores: Stores, plane: str) -> dict[str, Any]:
+    """One plane's part of ``stats``: its location (password masked) and its store's stats."""
+    return {"path": stores.paths.shown(plane), **stores.get(plane).stats()}
+
+
+def ledger_stats(stores: Stores) -> list[dict[str, Any]]:
+    """The jti ledgers' part of ``stats``: entries and expired entries per existing ledger."""
+    out: list[dict[str, Any]] = []
     for path in stores.paths.jti_files():
         ledger = existing_ledger(path, clock=stores.clock)
         if ledger is not None:
             try:
-                out["jti"].append(
+                out.append(
                     {
                         "path": describe(path),
                         "entries": ledger.count(),
