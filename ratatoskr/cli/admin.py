@@ -164,15 +164,18 @@ def _confirm(args: argparse.Namespace, report: dict[str, Any], title: str) -> in
 
 
 def _forget(args: argparse.Namespace, stores: Stores) -> int:
-    if args.ids and (args.scope or args.narrow):
-        raise ValueError("give --ids or a filter (--scope/--narrow), not both")
-    flt = None if args.ids else _filter(args)
+    flt: Filter | None = _filter(args)
     ids = args.ids or None
-    if ids is None and flt is not None and flt.is_empty():
+    kind = None
+    if ids is not None and flt is not None:  # only a kind may narrow ids (an affect state
+        if flt.scope or flt.origin is not None:  # and an event may share one)
+            raise ValueError("give --ids or a filter (--scope/--narrow), not both")
+        kind, flt = flt.kind, None
+    elif flt is not None and flt.is_empty():
         raise ValueError("refusing an empty filter: give --ids, --scope or --narrow")
     store = stores.get(args.plane)
     dry = args.dry_run or not args.yes
-    counts = forget_ops.forget(store, ids=ids, flt=flt, dry_run=dry)
+    counts = forget_ops.forget(store, ids=ids, flt=flt, kind=kind, dry_run=dry)
     return _confirm(args, {"plane": args.plane, "planes": {args.plane: counts}}, "forget")
 
 
@@ -390,7 +393,9 @@ def register(commands: Any) -> None:
         common,
     )
     _plane(p)
-    p.add_argument("--ids", nargs="+", metavar="ID", help="remove these ids")
+    p.add_argument(
+        "--ids", nargs="+", metavar="ID", help="remove these ids (--narrow kind=K: of that kind)"
+    )
     _filter_options(p)
     p.add_argument("--dry-run", action="store_true", help="only count")
     p.add_argument("--yes", action="store_true", help="really remove")

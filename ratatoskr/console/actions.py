@@ -21,7 +21,7 @@ from ratatoskr.console import audit
 from ratatoskr.console import tree as tree_view
 from ratatoskr.console.render import page
 from ratatoskr.console.state import Console, Refused, read_form
-from ratatoskr.core.filters import PLANES
+from ratatoskr.core.filters import KINDS, PLANES
 from ratatoskr.core.scope import AXES
 from ratatoskr.ops import forget as forget_ops
 from ratatoskr.ops import listing
@@ -42,21 +42,23 @@ def _plane(value: object) -> str:
 
 @dataclass(frozen=True)
 class Target:
-    """What a forget removes: a node of one plane (its path) or a selection of its ids."""
+    """What a forget removes: a node of one plane (its path) or a selection of its records,
+    each a kind and an id (an affect state and an event may share an id: ticking one
+    removes that one)."""
 
     plane: str
     path: list[tuple[str, str]]
-    ids: list[str]
+    ids: list[tuple[str, str]]
 
     @classmethod
     def read(cls, form: FormData) -> Target:
         plane = _plane(form.get("plane"))
         path = tree_view.parse_path(plane, [str(v) for v in form.getlist("at")])
         if form.get("mode") == "ids":  # the node they were ticked on: only to return to
-            ids = list(dict.fromkeys(str(v) for v in form.getlist("id") if str(v)))
-            if not ids:
+            picked = dict.fromkeys(_picked(plane, str(v)) for v in form.getlist("id") if str(v))
+            if not picked:
                 raise Refused("select at least one record first")
-            return cls(plane, path, ids)
+            return cls(plane, path, list(picked))
         if not path:
             raise Refused("refusing an empty filter: pick a node below the plane, or records")
         return cls(plane, path, [])
@@ -76,7 +78,12 @@ class Target:
     def counts(self, stores: Stores, *, dry_run: bool) -> dict[str, int]:
         store = stores.get(self.plane)
         if self.ids:
-            return forget_ops.forget(store, ids=self.ids, dry_run=dry_run)
+            counts: dict[str, int] = {}
+            for kind in KINDS[self.plane]:  # one removal per kind ticked
+                ids = [i for k, i in self.ids if k == kind]
+                if ids:
+                    counts |= forget_ops.forget(store, ids=ids, kind=kind, dry_run=dry_run)
+            return counts
         flt = tree_view.filter_of(self.plane, self.path)
         return forget_ops.forget(store, flt=flt, dry_run=dry_run)
 
@@ -84,6 +91,14 @@ class Target:
         """Where the counts are seen again: the node the records were ticked on, or a
         forgotten node's parent (the node is gone)."""
         return tree_view.href(self.plane, self.path if self.ids else self.path[:-1])
+
+
+def _picked(plane: str, value: str) -> tuple[str, str]:
+    """A ticked record, ``kind:id`` (the page's checkbox value)."""
+    kind, sep, record_id = value.partition(":")
+    if not sep or kind not in KINDS[plane] or not record_id:
+        raise Refused(f"a selected record is a kind of {', '.join(KINDS[plane])}, then :id")
+    return kind, record_id
 
 
 def _subject(form: FormData) -> dict[str, str]:
@@ -146,7 +161,7 @@ def _forget_context(target: Target, counts: dict[str, int]) -> dict[str, Any]:
         "phrase_hint": "the number of selected records" if target.ids else "the node's value",
         "hidden": [("plane", target.plane), ("mode", "ids" if target.ids else "node")]
         + [("at", f"{f}={v}") for f, v in target.path]
-        + [("id", i) for i in target.ids],
+        + [("id", f"{kind}:{i}") for kind, i in target.ids],
         "total": sum(counts.values()),
         "error": None,
     }

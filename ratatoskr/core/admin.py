@@ -73,15 +73,24 @@ class AdminStore(Protocol):
         ...
 
     def match(
-        self, *, ids: Sequence[str] | None = None, flt: Filter | None = None
+        self,
+        *,
+        ids: Sequence[str] | None = None,
+        flt: Filter | None = None,
+        kind: str | None = None,
     ) -> dict[str, list[str]]:
         """Forget's dry run: per kind (every kind the selection reaches, even with no
         match), the ids of the records ``ids`` names or ``flt`` admits. Exactly one of the
-        two is given and it is not empty (``core.filters.check_selection``)."""
+        two is given and it is not empty (``core.filters.check_selection``); ``kind``
+        narrows ids to that kind's records (an affect state and event may share an id)."""
         ...
 
     def forget(
-        self, *, ids: Sequence[str] | None = None, flt: Filter | None = None
+        self,
+        *,
+        ids: Sequence[str] | None = None,
+        flt: Filter | None = None,
+        kind: str | None = None,
     ) -> dict[str, int]:
         """Remove what ``match`` would name, in one transaction, through the store's own
         delete path (so every process's view of the store follows); the count per kind."""

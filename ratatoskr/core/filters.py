@@ -58,11 +58,15 @@ class Filter:
         return tuple(k for k in KINDS[plane] if self.kind is None or self.kind == k)
 
 
-def check_selection(ids: Sequence[str] | None, flt: Filter | None) -> None:
+def check_selection(ids: Sequence[str] | None, flt: Filter | None, kind: str | None = None) -> None:
     """What forget accepts: ids or a filter, never both, never an empty one (which would
-    remove everything). Every store checks this again before it deletes."""
+    remove everything); ``kind`` narrows ids to one kind of record (an affect state and an
+    event may share an id), a filter names its kind itself. Every store checks this again
+    before it deletes."""
     if (ids is None) == (flt is None):
         raise ValueError("forget takes ids or a filter, not both")
+    if kind is not None and ids is None:
+        raise ValueError("a kind narrows ids; a filter names its kind itself")
     if ids is not None and (not ids or any(not i for i in ids)):
         raise ValueError("forget needs at least one non-empty id")
     if flt is not None and flt.is_empty():

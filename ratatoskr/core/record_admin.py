@@ -98,17 +98,25 @@ class RecordAdmin:
 
     # -- removal ---------------------------------------------------------------------------
 
-    def _selected(self, flt: Filter | None) -> tuple[Table, ...]:
-        return self.TABLES if flt is None else record_sql.reached(self.TABLES, flt)
+    def _selected(self, flt: Filter | None, kind: str | None = None) -> tuple[Table, ...]:
+        if flt is not None:
+            return record_sql.reached(self.TABLES, flt)
+        kinds = [t.kind for t in self.TABLES]
+        if kind is not None and kind not in kinds:
+            raise ValueError(f"the {self.PLANE} plane's kinds are {', '.join(kinds)}")
+        return tuple(t for t in self.TABLES if kind is None or t.kind == kind)
 
     def match(
-        self, *, ids: Sequence[str] | None = None, flt: Filter | None = None
+        self,
+        *,
+        ids: Sequence[str] | None = None,
+        flt: Filter | None = None,
+        kind: str | None = None,
     ) -> dict[str, list[str]]:
-        check_selection(ids, flt)
+        check_selection(ids, flt, kind)
+        tables = self._selected(flt, kind)
         return self._read(
-            lambda conn: {
-                t.kind: self._matching_ids(conn, t, ids, flt) for t in self._selected(flt)
-            }
+            lambda conn: {t.kind: self._matching_ids(conn, t, ids, flt) for t in tables}
         )
 
     def _remove(
@@ -120,11 +128,16 @@ class RecordAdmin:
         return doomed
 
     def forget(
-        self, *, ids: Sequence[str] | None = None, flt: Filter | None = None
+        self,
+        *,
+        ids: Sequence[str] | None = None,
+        flt: Filter | None = None,
+        kind: str | None = None,
     ) -> dict[str, int]:
-        check_selection(ids, flt)
+        check_selection(ids, flt, kind)
+        tables = self._selected(flt, kind)
         return self._write(
-            lambda conn: {t.kind: len(self._remove(conn, t, ids, flt)) for t in self._selected(flt)}
+            lambda conn: {t.kind: len(self._remove(conn, t, ids, flt)) for t in tables}
         )
 
     def erase(self, scope: Scope) -> dict[str, int | bool]:

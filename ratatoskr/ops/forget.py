@@ -21,14 +21,17 @@ def forget(
     *,
     ids: Sequence[str] | None = None,
     flt: Filter | None = None,
+    kind: str | None = None,
     dry_run: bool = False,
 ) -> dict[str, int]:
-    """Remove the records ``ids`` names or ``flt`` admits; counts per kind of what was (or,
-    with ``dry_run``, would be) removed. An empty id list or filter is refused (the seed)."""
-    check_selection(ids, flt)
+    """Remove the records ``ids`` names or ``flt`` admits (``kind``: only ids of that
+    kind); counts per kind of what was (or, with ``dry_run``, would be) removed. An empty
+    id list or filter is refused (the seed)."""
+    check_selection(ids, flt, kind)
     if dry_run:
-        return {kind: len(found) for kind, found in store.match(ids=ids, flt=flt).items()}
-    return store.forget(ids=ids, flt=flt)
+        found = store.match(ids=ids, flt=flt, kind=kind)
+        return {k: len(matched) for k, matched in found.items()}
+    return store.forget(ids=ids, flt=flt, kind=kind)
 
 
 def erase(stores: Stores, scope: dict[str, str], *, dry_run: bool = False) -> dict[str, Any]:

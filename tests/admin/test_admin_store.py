@@ -157,6 +157,20 @@ def test_an_affect_id_may_name_a_state_and_an_event(affect_kit: Kit) -> None:
     assert affect_kit.store.get_records(["twin"]) == []
 
 
+@pytest.mark.parametrize("kind, other", [("state", "event"), ("event", "state")])
+def test_a_kind_narrows_ids_to_that_kinds_records(affect_kit: Kit, kind: str, other: str) -> None:
+    affect_kit.write("event", [affect_kit.record("event", "twin", {"tenant": "t"})], "e")
+    affect_kit.write("state", [affect_kit.record("state", "twin", {"tenant": "t"})], "s")
+    assert affect_kit.store.match(ids=["twin"], kind=kind) == {kind: ["twin"]}
+    assert affect_kit.store.forget(ids=["twin"], kind=kind) == {kind: 1}
+    assert [f["kind"] for f in affect_kit.store.get_records(["twin"])] == [other]
+    with pytest.raises(ValueError, match="kinds are"):
+        affect_kit.store.forget(ids=["twin"], kind="chunk")
+    with pytest.raises(ValueError, match="narrows ids"):
+        affect_kit.store.forget(flt=Filter(scope={"tenant": "t"}), kind=kind)
+    assert [f["kind"] for f in affect_kit.store.get_records(["twin"])] == [other]
+
+
 def test_match_names_what_forget_removes(kit: Kit) -> None:
     written = fill(kit)
     acme = Filter(scope={"tenant": "acme", "end_user": "u1"})

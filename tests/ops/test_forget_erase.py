@@ -61,6 +61,23 @@ def test_forget_by_filter_and_by_ids(filled: Files, admin: Any) -> None:
     assert admin("check").code == 0
 
 
+def test_forget_by_ids_of_one_kind_keeps_the_other_kinds_namesake(
+    filled: Files, admin: Any
+) -> None:
+    affect = open_affect_store(str(filled.affect))
+    scope = {"tenant": "acme"}
+    affect.put_many([{"id": "twin", "scope": scope}], idempotency_key="twin-s", ctx=CTX)
+    event = {"id": "twin", "at": "2025-01-01T00:00:00Z", "scope": scope}
+    affect.append_events([event], idempotency_key="twin-e", ctx=CTX)
+    affect.close()
+    ids = ("forget", "affect", "--ids", "twin")
+    assert admin(*ids, "--narrow", "tenant=acme", "--yes").code == 2  # ids, or a filter
+    assert admin(*ids, "--narrow", "kind=chunk", "--yes").code == 2
+    ran = admin(*ids, "--narrow", "kind=state", "--yes", "--json")
+    assert ran.code == 0 and ran.json()["planes"]["affect"] == {"state": 1}
+    assert [r["kind"] for r in admin("get", "affect", "twin", "--json").json()] == ["event"]
+
+
 def _traces(directory: Path, needles: list[bytes]) -> list[str]:
     found = []
     for path in sorted(directory.iterdir()):
