@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -144,8 +145,13 @@ def _reason(exc: BaseException) -> str:
     return reasons.get(type(exc), "the database cannot be read or written")
 
 
-def _unavailable(exc: BaseException) -> Unavailable:
-    return Unavailable(f"store unavailable: {_reason(exc)}")
+# free bytes on the disk past which a full database is its size cap's doing, not the disk's
+CAP_NOT_DISK_FREE = 64 << 20
+CAP_REACHED = "the database reached its size cap (RATATOSKR_SQLITE_MAX_DB_BYTES)"
+
+
+def _unavailable(reason: str) -> Unavailable:
+    return Unavailable(f"store unavailable: {reason}")
 
 
 @dataclass(frozen=True)
@@ -238,7 +244,7 @@ class Database:
             try:
                 conn = self._connect()
             except UNAVAILABLE_ERRORS as exc:
-                raise _unavailable(exc) from None
+                raise _unavailable(self._reason(exc)) from None
             self._local.conn = conn
         return conn
 
@@ -262,6 +268,19 @@ class Database:
             self.file_problem()
         if self._file_problem is not None:
             raise Unavailable(f"store unavailable: {self._file_problem}")
+
+    def _reason(self, exc: BaseException) -> str:
+        """Why ``exc`` stops a call; a full database with room left on its disk is one at
+        its size cap (``PRAGMA max_page_count`` fails as a full disk does)."""
+        cap = self.settings.max_db_bytes
+        if isinstance(exc, apsw.FullError) and cap and not self.in_memory:
+            try:
+                free = shutil.disk_usage(os.path.dirname(os.path.abspath(self.path))).free
+            except OSError:
+                free = 0
+            if free >= CAP_NOT_DISK_FREE:
+                return CAP_REACHED
+        return _reason(exc)
 
     def _discard(self, conn: apsw.Connection) -> None:
         """Drop a connection a failed rollback may have left inside a transaction."""
@@ -297,7 +316,7 @@ class Database:
                     if not conn.get_autocommit():
                         conn.execute("COMMIT")
             except UNAVAILABLE_ERRORS as exc:
-                raise _unavailable(exc) from None
+                raise _unavailable(self._reason(exc)) from None
 
     @contextmanager
     def write(self) -> Iterator[apsw.Connection]:
@@ -315,9 +334,10 @@ class Database:
                 conn.execute("COMMIT")
             except UNAVAILABLE_ERRORS as exc:
                 self._rollback(conn)
+                reason = self._reason(exc)
                 if not isinstance(exc, _TRANSIENT):
-                    self.last_write_failure = WriteFailure(_reason(exc), time.time())
-                raise _unavailable(exc) from None
+                    self.last_write_failure = WriteFailure(reason, time.time())
+                raise _unavailable(reason) from None
             self.last_write_failure = None
 
     # -- schema ------------------------------------------------------------------------

@@ -46,13 +46,16 @@ def test_a_full_disk_answers_503_keeps_earlier_writes_and_recovers(tmp_path: Pat
         assert response.status_code == 503
         assert error["code"] == "memory.unavailable"
         assert error["retryable"] is True
-        assert "full" in error["message"]
+        # the disk has room: the message names the cap an operator set, not the disk
+        assert error["message"] == (
+            "store unavailable: the database reached its size cap (RATATOSKR_SQLITE_MAX_DB_BYTES)"
+        )
 
         # health says so, with a reason, on whichever worker answers; reads still work
         status, body = ready(url)
         assert status == 200, body  # degraded still serves
         assert body["planes"]["memory"]["status"] == "degraded"
-        assert body["planes"]["memory"]["reason"]
+        assert "RATATOSKR_SQLITE_MAX_DB_BYTES" in body["planes"]["memory"]["reason"]
         health = ok(call(url, "memory", "health", {}))
         assert health["status"] == "degraded" and health["reason"]
         assert body["planes"]["affect"]["status"] == "ok"
