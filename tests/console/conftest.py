@@ -75,12 +75,17 @@ class Files:
     memory: Path
     affect: Path
 
+    @classmethod
+    def under(cls, root: Path) -> Files:
+        """The two files in ``root/data`` (created), where the admin commands look."""
+        (root / "data").mkdir()
+        return cls(root / "data" / "memory.db", root / "data" / "affect.db")
+
 
 def fill(root: Path) -> Files:
     """Write the records through the stores' own calls, content marked, into ``root/data``
     (where the admin commands look by default)."""
-    (root / "data").mkdir()
-    files = Files(root / "data" / "memory.db", root / "data" / "affect.db")
+    files = Files.under(root)
     memory = open_memory_store(str(files.memory), embedding_dim=DIM)
     chunks: list[dict[str, Any]] = []
     for n, (cid, scope, origin) in enumerate(CHUNKS):
@@ -173,11 +178,16 @@ def files(tmp_path: Path) -> Files:
     return fill(tmp_path)
 
 
-@pytest.fixture
-def console(tmp_path: Path, files: Files) -> Iterator[ConsoleProcess]:
-    process = ConsoleProcess(tmp_path, files)
+def console_on(root: Path, files: Files) -> Iterator[ConsoleProcess]:
+    """A console process on ``files`` for a fixture to yield from; it must stop cleanly."""
+    process = ConsoleProcess(root, files)
     yield process
     assert process.stop() == 0, process.stderr_path.read_text()
+
+
+@pytest.fixture
+def console(tmp_path: Path, files: Files) -> Iterator[ConsoleProcess]:
+    yield from console_on(tmp_path, files)
 
 
 @pytest.fixture(scope="package")

@@ -12,7 +12,7 @@ from playwright.sync_api import Page
 from ratatoskr.affect.store import open_affect_store
 from ratatoskr.memory.store import open_memory_store
 from ratatoskr.ops import listing
-from tests.console.conftest import CTX, DIM, ConsoleProcess, Files
+from tests.console.conftest import CTX, DIM, ConsoleProcess, Files, console_on
 
 SHARED = "twin-1"
 SCOPE = {"tenant": "ws", "end_user": "bob"}
@@ -20,8 +20,7 @@ SCOPE = {"tenant": "ws", "end_user": "bob"}
 
 @pytest.fixture
 def twin_files(tmp_path: Path) -> Files:
-    (tmp_path / "data").mkdir()
-    files = Files(tmp_path / "data" / "memory.db", tmp_path / "data" / "affect.db")
+    files = Files.under(tmp_path)
     open_memory_store(str(files.memory), embedding_dim=DIM).close()
     affect = open_affect_store(str(files.affect))
     affect.put_many([{"id": SHARED, "scope": SCOPE}], idempotency_key="twin-s", ctx=CTX)
@@ -33,9 +32,7 @@ def twin_files(tmp_path: Path) -> Files:
 
 @pytest.fixture
 def twins(tmp_path: Path, twin_files: Files) -> Iterator[ConsoleProcess]:
-    process = ConsoleProcess(tmp_path, twin_files)
-    yield process
-    assert process.stop() == 0, process.stderr_path.read_text()
+    yield from console_on(tmp_path, twin_files)
 
 
 def _kinds_left(files: Files) -> list[str]:

@@ -14,7 +14,7 @@ from playwright.sync_api import Page
 from ratatoskr.affect.store import open_affect_store
 from ratatoskr.memory.store import open_memory_store
 from ratatoskr.ops import listing
-from tests.console.conftest import CTX, DIM, ConsoleProcess, Files
+from tests.console.conftest import CTX, DIM, ConsoleProcess, Files, console_on
 
 SPACED = " bob"
 # (id, end_user): two subjects that a page shows alike
@@ -24,8 +24,7 @@ STATES = [("s-spaced-0", SPACED), ("s-bob-0", "bob")]
 
 @pytest.fixture
 def spaced_files(tmp_path: Path) -> Files:
-    (tmp_path / "data").mkdir()
-    files = Files(tmp_path / "data" / "memory.db", tmp_path / "data" / "affect.db")
+    files = Files.under(tmp_path)
     memory = open_memory_store(str(files.memory), embedding_dim=DIM)
     chunks = [
         {"id": cid, "embedding": [0.5] * DIM, "scope": {"tenant": "ws", "end_user": user}}
@@ -42,9 +41,7 @@ def spaced_files(tmp_path: Path) -> Files:
 
 @pytest.fixture
 def spaced(tmp_path: Path, spaced_files: Files) -> Iterator[ConsoleProcess]:
-    process = ConsoleProcess(tmp_path, spaced_files)
-    yield process
-    assert process.stop() == 0, process.stderr_path.read_text()
+    yield from console_on(tmp_path, spaced_files)
 
 
 def _left(files: Files) -> set[str]:
