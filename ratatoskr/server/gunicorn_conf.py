@@ -89,6 +89,14 @@ def on_starting(server: Any) -> None:
         server.ratatoskr_replication = start_from_env()
 
 
+def post_fork(server: Any, worker: Any) -> None:
+    """Worker, just forked: it ends with the master (``parent_death.py``), never serving on
+    alone once the master is killed outright."""
+    from ratatoskr.server.parent_death import end_with
+
+    end_with(server.pid)
+
+
 def child_exit(server: Any, worker: Any) -> None:
     """Master, when a worker exits: its live gauges leave the sums."""
     from ratatoskr.server.metrics import mark_process_dead

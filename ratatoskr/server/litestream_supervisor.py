@@ -39,10 +39,10 @@ import httpx
 import orjson
 
 from ratatoskr.server.logs import configure_logging
+from ratatoskr.server.parent_death import die_with_parent
 from ratatoskr.server.replication import (
     SHUTDOWN_SYNC_SECONDS,
     ReplicatedFile,
-    die_with_parent,
     litestream_config,
 )
 from ratatoskr.sqlite.replica import (

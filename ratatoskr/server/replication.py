@@ -20,7 +20,6 @@ file 0600) because the URL may carry credentials; the URL is never passed on a c
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import signal
 import subprocess
 import sys
@@ -29,6 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ratatoskr.server.parent_death import die_with_parent
 from ratatoskr.server.settings import Settings, load_settings
 from ratatoskr.sqlite.checkpointer import INLINE_PAGES, WAKE_PAGES
 from ratatoskr.sqlite.jti import JtiLedger, ledger_beside
@@ -41,7 +41,6 @@ TRUNCATE_WAL_BYTES = INLINE_PAGES * 65536
 # longer still (all of it after gunicorn's graceful timeout, inside compose's grace period)
 SHUTDOWN_SYNC_SECONDS = 10
 SUPERVISOR_STOP_SECONDS = SHUTDOWN_SYNC_SECONDS + 4
-PR_SET_PDEATHSIG = 1
 
 
 @dataclass(frozen=True)
@@ -120,15 +119,6 @@ def litestream_config(
         "shutdown-sync-timeout": f"{SHUTDOWN_SYNC_SECONDS}s",
         "dbs": dbs,
     }
-
-
-def die_with_parent() -> None:
-    """``preexec_fn``: SIGTERM this child when the thread that started it ends (Linux)."""
-    if _LIBC is not None:
-        _LIBC.prctl(PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
-
-
-_LIBC = ctypes.CDLL(None, use_errno=True) if sys.platform.startswith("linux") else None
 
 
 def start_supervisor(settings: Settings) -> subprocess.Popen[bytes] | None:

@@ -1,14 +1,17 @@
-"""Readiness follows the database files; SIGTERM lets in-flight calls finish, then exits 0."""
+"""Readiness follows the database files; SIGTERM lets in-flight calls finish, then exits 0;
+a master killed outright takes its workers with it."""
 
 from __future__ import annotations
 
+import os
 import signal
 import socket
+from pathlib import Path
 
 import httpx
 
 from ratatoskr.memory.store import open_memory_store
-from tests.server.harness import DIM, Server, envelope, poll, token, vec
+from tests.server.harness import DIM, Server, call, envelope, ok, poll, token, vec
 
 
 def test_readyz_turns_503_when_a_database_becomes_unreadable(server: Server) -> None:
@@ -96,3 +99,35 @@ def test_sigterm_drains_in_flight_calls_and_exits_0(server: Server) -> None:
         ]
     finally:
         store.close()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def test_workers_end_when_the_master_is_killed_outright(tmp_path: Path) -> None:
+    """kill -9 of the master (as the OOM killer does): no worker serves on alone, answering
+    calls its master no longer watches, and the port is free for the next start."""
+    server = Server(tmp_path, workers=2).start()
+    try:
+        workers = server.worker_pids()
+        assert len(workers) == 2
+        ok(call(server.url, "memory", "describe_store", {}))
+        assert server.process is not None
+        os.kill(server.process.pid, signal.SIGKILL)
+        server.process.wait(timeout=10)
+        poll(lambda: not any(_alive(pid) for pid in workers) or None, 30, "the workers to end")
+        (tmp_path / "again").mkdir()
+        again = Server(tmp_path / "again", workers=1)
+        again.port, again.url = server.port, server.url
+        again.start()
+        try:
+            ok(call(again.url, "memory", "describe_store", {}))
+        finally:
+            assert again.terminate() == 0
+    finally:
+        server.kill()
