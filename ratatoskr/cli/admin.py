@@ -188,13 +188,8 @@ def _erase(args: argparse.Namespace, stores: Stores) -> int:
     report = forget_ops.erase(stores, scope, dry_run=args.dry_run or not args.yes)
     code = _confirm(args, report, f"erase {' '.join(f'{k}={v}' for k, v in scope.items())}")
     if report["removed"] and not args.json:
-        for plane, counts in report["planes"].items():
-            if not counts.get("wal_truncated", True):
-                print(
-                    f"warning: the {plane} WAL is still held by a reader; run "
-                    "`ratatoskr admin erase` again when idle to truncate it",
-                    file=sys.stderr,
-                )
+        for warning in forget_ops.erase_warnings(report):
+            print(f"warning: {warning}", file=sys.stderr)
     return code
 
 

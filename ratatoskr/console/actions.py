@@ -231,12 +231,7 @@ async def erase(console: Console, request: Request) -> Response:
     audit.removed(
         actor=console.operator, client=_client(request), what="erase", counts=report["planes"]
     )
-    warnings = [
-        f"the {plane} WAL is still held by a reader; erase again when the server is idle "
-        "to truncate it"
-        for plane, counts in report["planes"].items()
-        if counts.get("wal_truncated") is False
-    ]
+    warnings = forget_ops.erase_warnings(report)
     context = _erase_context(scope, report)
     return page(
         "removed.html",

@@ -57,6 +57,10 @@ class RecordAdmin:
         """The ids in ``table`` that ``ids`` names or ``flt`` admits (exactly one is given)."""
         raise NotImplementedError
 
+    def _erase_traces(self, conn: Connection, ids: set[str]) -> None:
+        """Inside erase's transaction: remove what else the plane keeps of the erased ids
+        (SQLite memory: the change log's entries with their scope values); none by default."""
+
     def _reclaim_erased(self) -> dict[str, int | bool]:
         """After erase's transaction: free the space that still holds the erased content;
         what was done, as keys of erase's answer."""
@@ -153,6 +157,7 @@ class RecordAdmin:
                 counts[table.kind] = len(gone)
                 erased.update(gone)
             counts["idempotency"] = self.IDEMPOTENCY.forget_ids(conn, erased)
+            self._erase_traces(conn, erased)
             return counts
 
         counts = self._write(erase)

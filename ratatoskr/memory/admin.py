@@ -1,6 +1,7 @@
 """The memory store's operator half: ``SqliteAdmin`` with memory's table, its deletes (the
-store's own, which keep the vector rows and the change log right), its consistency check
-and the vec0 rebuild after an erase."""
+store's own, which keep the vector rows and the change log right), its consistency check,
+and what an erase removes besides the chunks: the change log's scope values, and the vec0
+index's freed slots."""
 
 from __future__ import annotations
 
@@ -25,6 +26,9 @@ class MemoryAdmin(ChunkRecords, SqliteAdmin):
 
     def _delete(self, conn: apsw.Connection, table: Table, ids: Sequence[str]) -> None:
         self._delete_chunks(conn, ids)
+
+    def _erase_traces(self, conn: apsw.Connection, ids: set[str]) -> None:
+        admin_sql.forget_logged_scopes(conn, ids)
 
     def _plane_problems(self, conn: apsw.Connection) -> list[str]:
         return admin_sql.vector_problems(conn)

@@ -14,6 +14,7 @@ from ratatoskr.sqlite.database import SchemaError, refuse_other_plane
 CHUNKS = Table("chunk", "memory_chunks", "chunk_id", has_revision=True, has_origin=True)
 TABLES = (CHUNKS,)
 _SHOWN_IDS = 5
+_ID_BATCH = 500  # ids per statement: SQLite's bound on parameters
 
 
 def vector_problems(conn: apsw.Connection) -> list[str]:
@@ -52,6 +53,23 @@ def rebuild_vector_index(conn: apsw.Connection) -> int:
     )
     conn.execute("DROP TABLE temp.ratatoskr_vec_copy")
     return int(conn.execute("SELECT count(*) FROM memory_vec").fetchall()[0][0])
+
+
+def forget_logged_scopes(conn: apsw.Connection, ids: set[str]) -> int:
+    """Remove the change log's entries that stored ``ids`` (each with the scope values it
+    wrote), inside erase's transaction; the delete entries the erase itself logged stay, so
+    every mirror still learns the chunks are gone. Entries removed."""
+    removed = 0
+    batch = sorted(ids)
+    for lo in range(0, len(batch), _ID_BATCH):
+        part = batch[lo : lo + _ID_BATCH]
+        conn.execute(
+            "DELETE FROM memory_changes WHERE (stored IS NULL OR stored <> 0) "
+            f"AND chunk_id IN ({', '.join('?' * len(part))})",
+            part,
+        )
+        removed += conn.changes()
+    return removed
 
 
 def stored_dim(path: str) -> int:

@@ -48,3 +48,20 @@ def erase(stores: Stores, scope: dict[str, str], *, dry_run: bool = False) -> di
             report["planes"][plane] = store.erase(scope)
     report["removed"] = not dry_run
     return report
+
+
+def erase_warnings(report: dict[str, Any]) -> list[str]:
+    """What an erase could not remove by itself, per plane, for the operator to finish."""
+    warnings = []
+    for plane, counts in report["planes"].items():
+        if counts.get("wal_truncated") is False:
+            warnings.append(
+                f"the {plane} WAL is still held by a reader; erase again when the server is "
+                "idle to truncate it"
+            )
+        if counts.get("litestream_copies"):
+            warnings.append(
+                f"Litestream's local files beside the {plane} file and the replica's history "
+                "still hold the erased records; see docs/operations.md, Erase means gone"
+            )
+    return warnings

@@ -38,6 +38,7 @@ from ratatoskr.sqlite.replica import (
     MAX_LAG_ENV,
     check_replica_url,
     litestream_binary,
+    litestream_dir,
     read_state,
     redact_url,
     remove_state,
@@ -107,12 +108,6 @@ def rfc3339(value: str) -> str:
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-def _meta_dir(path: str) -> str:
-    """Litestream's local metadata beside a database file."""
-    head, tail = os.path.split(path)
-    return os.path.join(head, f".{tail}-litestream")
 
 
 def _env() -> dict[str, str]:
@@ -254,7 +249,7 @@ class Restorer:
         for suffix in SIDECARS:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(target.path + suffix)
-        shutil.rmtree(_meta_dir(target.path), ignore_errors=True)
+        shutil.rmtree(litestream_dir(target.path), ignore_errors=True)
         remove_state(target.path)
         os.replace(temporary, target.path)
 

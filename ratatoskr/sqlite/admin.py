@@ -11,6 +11,7 @@ every process's search mirror in step sees them.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar, TypeVar
 
@@ -24,7 +25,7 @@ from ratatoskr.sqlite import record_sql, upkeep
 from ratatoskr.sqlite.cursors import codec_for
 from ratatoskr.sqlite.database import Database
 from ratatoskr.sqlite.idempotency import IdempotencyTable
-from ratatoskr.sqlite.replica import replica_lag
+from ratatoskr.sqlite.replica import litestream_dir, replica_lag
 from ratatoskr.sqlite.scope_sql import SQLITE
 
 T = TypeVar("T")
@@ -71,7 +72,11 @@ class SqliteAdmin(RecordAdmin):
 
     def _reclaim_erased(self) -> dict[str, int | bool]:
         self._after_erase()
-        return {"wal_truncated": upkeep.checkpoint_truncate(self.db)}
+        return {
+            "wal_truncated": upkeep.checkpoint_truncate(self.db),
+            # Litestream's local LTX files still hold the erased pages (the docs say what to do)
+            "litestream_copies": os.path.isdir(litestream_dir(self.db.path)),
+        }
 
     # -- upkeep ----------------------------------------------------------------------------
 

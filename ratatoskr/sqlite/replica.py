@@ -110,6 +110,13 @@ def replica_settings_from_env(env: Mapping[str, str]) -> ReplicaSettings | None:
     )
 
 
+def litestream_dir(path: str) -> str:
+    """Litestream's local directory beside a database file: its metadata and the LTX files
+    of the pages it ships, which hold copies of what was written."""
+    head, tail = os.path.split(path)
+    return os.path.join(head, f".{tail}-litestream")
+
+
 def replica_url_for(base: str, name: str) -> str:
     """Where file ``name`` replicates: ``base`` with ``/name`` added to its path (any
     query string, such as an S3 endpoint, stays at the end)."""

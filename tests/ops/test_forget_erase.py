@@ -89,7 +89,8 @@ def _traces(directory: Path, needles: list[bytes]) -> list[str]:
 
 def test_erase_removes_every_trace(filled: Files, admin: Any) -> None:
     marker = "zq-erase-marker-7f3a91"
-    who = {"tenant": "acme", "end_user": "erase-me"}
+    subject = "erase-me-5c1e9"  # the subject's own id: erased with the subject
+    who = {"tenant": "acme", "end_user": subject}
     vector = [0.123456, 0.654321, 0.777777, 0.314159, 0.271828, 0.161803, 0.141421, 0.173205]
     memory = open_memory_store(str(filled.memory), embedding_dim=DIM)
     memory.upsert_many(
@@ -116,14 +117,14 @@ def test_erase_removes_every_trace(filled: Files, admin: Any) -> None:
         ctx=CTX,
     )
     affect.close()
-    needles = [marker.encode(), struct.pack(f"{DIM}f", *vector)]
+    needles = [marker.encode(), struct.pack(f"{DIM}f", *vector), subject.encode()]
     assert _traces(filled.dir, needles)  # the test would notice the content
 
     # A "server" keeps both files open throughout, so the WAL and -shm files stay on disk.
     server_memory = open_memory_store(str(filled.memory), embedding_dim=DIM)
     server_affect = open_affect_store(str(filled.affect))
     assert server_memory.get("x1") is not None and server_affect.get("sx") is not None
-    ran = admin("erase", "--scope", "end_user=erase-me", "--yes", "--json")
+    ran = admin("erase", "--scope", f"end_user={subject}", "--yes", "--json")
     assert ran.code == 0, ran.err
     planes = ran.json()["planes"]
     assert planes["memory"]["chunk"] == 3 and planes["memory"]["idempotency"] == 2
@@ -143,7 +144,7 @@ def test_erase_removes_every_trace(filled: Files, admin: Any) -> None:
     assert admin("list", "memory", "--limit", "500", "--json").json()["records"]
     assert (
         admin(
-            "explore", "memory", "--facet", "end_user", "--narrow", "end_user=erase-me", "--json"
+            "explore", "memory", "--facet", "end_user", "--narrow", f"end_user={subject}", "--json"
         ).json()["total"]
         == 0
     )

@@ -26,7 +26,7 @@ import httpx
 from ratatoskr.server.litestream_supervisor import sweep_stale_workdirs
 from ratatoskr.sqlite.replica import read_state
 from tests.reliability.common import chunk, put, revisions, state, upsert
-from tests.server.harness import Server, poll
+from tests.server.harness import Server, alive, poll
 
 FILES = ("memory.db", "affect.db", "memory.jti.db")
 
@@ -130,19 +130,11 @@ def kill_everything(server: Server) -> float:
     for pid in (found.litestream_pid, found.supervisor_pid):
 
         def gone(p: int = pid) -> bool | None:
-            return None if _alive(p) else True
+            return None if alive(p) else True
 
         poll(gone, 10, "the killed processes to go")
     sweep_stale_workdirs()  # what the next supervisor would do: the killed one left its config
     return killed_at
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as handle:
-            return handle.read().rpartition(")")[2].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 def admin(root: Path, env: Mapping[str, str], *args: str) -> subprocess.CompletedProcess[str]:

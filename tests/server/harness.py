@@ -182,6 +182,14 @@ class Server:
         return None
 
 
+def alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie does not: it has exited, unreaped)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] != "Z"
+    except OSError:
+        return False
+
+
 def children_of(parent: int) -> list[int]:
     """Live (not zombie) processes whose parent is ``parent``, from /proc."""
     pids = []

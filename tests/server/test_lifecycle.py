@@ -11,7 +11,7 @@ from pathlib import Path
 import httpx
 
 from ratatoskr.memory.store import open_memory_store
-from tests.server.harness import DIM, Server, call, envelope, ok, poll, token, vec
+from tests.server.harness import DIM, Server, alive, call, envelope, ok, poll, token, vec
 
 
 def test_readyz_turns_503_when_a_database_becomes_unreadable(server: Server) -> None:
@@ -101,14 +101,6 @@ def test_sigterm_drains_in_flight_calls_and_exits_0(server: Server) -> None:
         store.close()
 
 
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
-
-
 def test_workers_end_when_the_master_is_killed_outright(tmp_path: Path) -> None:
     """kill -9 of the master (as the OOM killer does): no worker serves on alone, answering
     calls its master no longer watches, and the port is free for the next start."""
@@ -120,7 +112,7 @@ def test_workers_end_when_the_master_is_killed_outright(tmp_path: Path) -> None:
         assert server.process is not None
         os.kill(server.process.pid, signal.SIGKILL)
         server.process.wait(timeout=10)
-        poll(lambda: not any(_alive(pid) for pid in workers) or None, 30, "the workers to end")
+        poll(lambda: not any(alive(pid) for pid in workers) or None, 30, "the workers to end")
         (tmp_path / "again").mkdir()
         again = Server(tmp_path / "again", workers=1)
         again.port, again.url = server.port, server.url

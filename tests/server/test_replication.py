@@ -25,7 +25,7 @@ from ratatoskr.server.litestream_supervisor import WORKDIR_PREFIX, sweep_stale_w
 from ratatoskr.sqlite.replica import ReplicaState, read_state
 from tests.reliability.common import chunk, ready, upsert
 from tests.reliability.replica_drill import admin, replica_env, wait_replicated
-from tests.server.harness import Server, children_of, ok, poll
+from tests.server.harness import Server, alive, children_of, ok, poll
 
 URL_SECRET = "url-secret-5d2a9c"
 ENV_SECRET = "env-secret-0b7e44"
@@ -35,13 +35,6 @@ def _state(server: Server, name: str = "memory.db") -> ReplicaState:
     found = read_state(str(server.root / "data" / name))
     assert found is not None
     return found
-
-
-def _alive(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 def _lag_samples(server: Server) -> dict[str, float]:
@@ -98,8 +91,8 @@ def test_litestream_killed_is_started_again_logged_and_replicates_again(
     assert relayed and all(line["event"].startswith("litestream: ") for line in relayed)
     assert {line.get("plane") for line in relayed} >= {"memory", "affect", "jti"}
     assert server.terminate() == 0
-    assert again.litestream_pid is not None and not _alive(again.litestream_pid)
-    assert again.supervisor_pid is not None and not _alive(again.supervisor_pid)
+    assert again.litestream_pid is not None and not alive(again.litestream_pid)
+    assert again.supervisor_pid is not None and not alive(again.supervisor_pid)
     assert not _state(server).litestream_running
     output = server.output()
     assert URL_SECRET not in output and ENV_SECRET not in output
