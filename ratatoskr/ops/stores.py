@@ -103,6 +103,9 @@ class Paths:
         """The named ledger, else the ledger beside each plane file or in its database
         (``ledger_location``), each once."""
         if self.jti is not None:
+            if not is_postgres(self.jti) and not os.path.isfile(self.jti):
+                # a ledger named and missing is a typo, never "nothing to prune"
+                raise ValueError(f"no jti ledger found at {describe(self.jti)} (see --jti-db)")
             return [self.jti]
         return list(dict.fromkeys(ledger_location(self.of(p)) for p in PLANES))
 
