@@ -84,6 +84,11 @@ def stored_dim(path: str) -> int:
         found = rows.fetchall()
     except apsw.NotADBError:
         raise SchemaError("the file is not a SQLite database") from None
+    except apsw.CorruptError:
+        raise SchemaError(
+            "the file is damaged (SQLite: database disk image is malformed); restore it from "
+            "a backup or the replica"
+        ) from None
     except apsw.Error:
         found = []
     finally:

@@ -326,6 +326,23 @@ def test_a_swapped_or_foreign_file_is_named_for_what_it_is(filled: Files, admin:
     assert filled.affect.read_bytes() == untouched
 
 
+def test_a_truncated_memory_file_is_named_damaged(filled: Files, admin: Any) -> None:
+    """A partial copy (the first part of a backup) is reported as damaged, not as a file
+    of another kind: the operator's next step is a restore."""
+    whole = filled.dir / "whole.db"
+    source = apsw.Connection(str(filled.memory), flags=apsw.SQLITE_OPEN_READONLY)
+    target = apsw.Connection(str(whole))
+    with target.backup("main", source, "main") as backup:
+        backup.step(-1)
+    target.close()
+    source.close()
+    cut = filled.dir / "cut.db"
+    cut.write_bytes(whole.read_bytes()[: whole.stat().st_size // 2])
+    ran = admin("check", "--memory-db", str(cut))
+    assert ran.code == 1 and "damaged" in ran.out, ran.out + ran.err
+    assert "not a memory database" not in ran.out
+
+
 @pytest.mark.parametrize("command", COMMANDS)
 def test_every_command_has_help_with_an_example(
     command: str, capsys: pytest.CaptureFixture[str]
