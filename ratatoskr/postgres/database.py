@@ -37,11 +37,18 @@ from ratatoskr.postgres.vectors import register_types
 POOL_MIN_ENV = "RATATOSKR_PG_POOL_MIN"
 POOL_MAX_ENV = "RATATOSKR_PG_POOL_MAX"
 POOL_TIMEOUT_ENV = "RATATOSKR_PG_POOL_TIMEOUT"
+LOCK_TIMEOUT_ENV = "RATATOSKR_PG_LOCK_TIMEOUT"
 PARTITIONS_ENV = "RATATOSKR_PG_TENANT_PARTITIONS"
 MAX_PARTITIONS = 1024
 DEFAULT_POOL_MIN = 1
 DEFAULT_POOL_MAX = 4
 DEFAULT_POOL_TIMEOUT = 5.0
+DEFAULT_LOCK_TIMEOUT = 5.0  # as SQLite's busy timeout
+# A lost connection is replaced by the pool in the background, its attempts spaced 1, 2,
+# 4 ... s apart until this many seconds have passed; then the next call that waits starts
+# a fresh series. With psycopg-pool's default (300 s) the gaps grew to a minute, and a
+# server kept answering 503 for as long after PostgreSQL was back.
+RECONNECT_WINDOW = 10.0
 ATTEMPTS = 8  # a transaction that keeps meeting serialization failures gives up then
 BACKOFF = 0.005  # seconds; doubled per attempt, with jitter
 APPLICATION_NAME = "ratatoskr"
@@ -73,12 +80,17 @@ class PgSettings:
     max_size: int = DEFAULT_POOL_MAX
     timeout: float = DEFAULT_POOL_TIMEOUT
     tenant_partitions: int = 0
+    # how long a statement waits for a lock another session holds before the call is
+    # ``Unavailable`` (0: without limit); PostgreSQL's ``lock_timeout`` on every connection
+    lock_timeout: float = DEFAULT_LOCK_TIMEOUT
 
     def __post_init__(self) -> None:
         if not 0 <= self.min_size <= self.max_size or self.max_size < 1:
             raise ValueError(f"{POOL_MIN_ENV} must be 0..{POOL_MAX_ENV}, {POOL_MAX_ENV} >= 1")
         if not 0 < self.timeout <= 600:
             raise ValueError(f"{POOL_TIMEOUT_ENV} must be a number of seconds in (0, 600]")
+        if not 0 <= self.lock_timeout <= 600:
+            raise ValueError(f"{LOCK_TIMEOUT_ENV} must be a number of seconds in [0, 600]")
         if self.tenant_partitions == 1 or not 0 <= self.tenant_partitions <= MAX_PARTITIONS:
             raise ValueError(f"{PARTITIONS_ENV} must be 0 (none) or 2..{MAX_PARTITIONS}")
 
@@ -91,13 +103,14 @@ class PgSettings:
                 int(_env_number(env, POOL_MAX_ENV, DEFAULT_POOL_MAX)),
                 _env_number(env, POOL_TIMEOUT_ENV, DEFAULT_POOL_TIMEOUT),
                 int(_env_number(env, PARTITIONS_ENV, 0)),
+                _env_number(env, LOCK_TIMEOUT_ENV, DEFAULT_LOCK_TIMEOUT),
             )
         except ValueError as exc:
             if "must be" in str(exc):
                 raise
             raise ValueError(
-                f"{POOL_MIN_ENV}, {POOL_MAX_ENV}, {POOL_TIMEOUT_ENV} and {PARTITIONS_ENV} "
-                "must be numbers"
+                f"{POOL_MIN_ENV}, {POOL_MAX_ENV}, {POOL_TIMEOUT_ENV}, {PARTITIONS_ENV} and "
+                f"{LOCK_TIMEOUT_ENV} must be numbers"
             ) from None
 
 
@@ -161,7 +174,8 @@ class PgDatabase:
             max_size=self.settings.max_size,
             timeout=self.settings.timeout,
             kwargs={"autocommit": True},
-            configure=register_types,
+            configure=self._configure,
+            reconnect_timeout=RECONNECT_WINDOW,
             name=f"ratatoskr-{component}",
             open=False,
         )
@@ -177,6 +191,11 @@ class PgDatabase:
         except BaseException:
             self.pool.close()
             raise
+
+    def _configure(self, conn: Conn) -> None:
+        """Each new connection: the vector types, and the wait for a lock bounded."""
+        register_types(conn)
+        conn.execute(f"SET lock_timeout = {round(self.settings.lock_timeout * 1000)}")
 
     @property
     def path(self) -> str:
@@ -267,6 +286,8 @@ class PgDatabase:
         # READ COMMITTED, not the writes' snapshot: after waiting for another server's
         # migration (the advisory lock), the versions it committed must be seen
         with conn.transaction():
+            # a server waits out another's migration (the advisory lock), however long
+            conn.execute("SET LOCAL lock_timeout = 0")
             migrate(conn, self.component, self.migrations)
 
     def schema_version(self) -> int:
