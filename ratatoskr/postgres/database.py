@@ -215,21 +215,29 @@ class PgDatabase:
         serialises itself with locks and must see what the holder before it committed."""
         return self._run(fn, write=True, level="READ COMMITTED" if committed_reads else None)
 
-    def read(self, fn: Callable[[Conn], T]) -> T:
-        """``fn(conn)`` inside one read-only snapshot."""
-        return self._run(fn, write=False)
+    def read(self, fn: Callable[[Conn], T], *, wait: float | None = None) -> T:
+        """``fn(conn)`` inside one read-only snapshot; ``wait``: seconds to wait for a
+        connection, if not the pool's timeout."""
+        return self._run(fn, write=False, wait=wait)
 
     def once(self, fn: Callable[[Conn], T]) -> T:
         """``fn(conn)`` on an autocommit connection: for one statement (its own snapshot)."""
         return self._run(fn, write=None)
 
-    def _run(self, fn: Callable[[Conn], T], *, write: bool | None, level: str | None = None) -> T:
+    def _run(
+        self,
+        fn: Callable[[Conn], T],
+        *,
+        write: bool | None,
+        level: str | None = None,
+        wait: float | None = None,
+    ) -> T:
         stale_left = self.settings.max_size + 1
         attempt = 0
         while True:
             began = False
             try:
-                with self.pool.connection() as conn:
+                with self.pool.connection(timeout=wait) as conn:
                     if write is None:
                         result = fn(conn)
                     else:
@@ -279,6 +287,18 @@ class PgDatabase:
                 if write:
                     self.last_write_failure = WriteFailure(reason, time.time())
                 raise Unavailable(f"store unavailable: {reason}") from None
+
+    def reachable(self, timeout: float) -> bool:
+        """Whether PostgreSQL takes a new connection within ``timeout`` seconds, outside the
+        pool: what tells a pool whose connections are all in use from a server that is down."""
+        try:
+            with psycopg.connect(
+                self.url, connect_timeout=max(1, round(timeout)), autocommit=True
+            ) as conn:
+                conn.execute("SELECT 1")
+            return True
+        except psycopg.Error:
+            return False
 
     # -- schema --------------------------------------------------------------------------
 

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 import psycopg
+from psycopg_pool import PoolTimeout
 
 from ratatoskr.core.errors import Unavailable
 from ratatoskr.postgres.database import PgDatabase
@@ -21,6 +22,11 @@ from ratatoskr.postgres.migrations import current_version
 from ratatoskr.sqlite.health import IDEMPOTENCY_BACKLOG_BOUND
 
 Conn = psycopg.Connection[Any]
+# Health waits this long for a pooled connection (a readiness probe's timeout is often 1 s),
+# and as long again for a connection of its own when the pool has none free: taken, the
+# database is up and this worker's connections are all busy (it serves, slower).
+HEALTH_WAIT = 1.0
+BUSY = "every PostgreSQL connection of this worker is in use: calls wait for one"
 
 
 def check_pg_health(
@@ -35,9 +41,12 @@ def check_pg_health(
         mode = str(row[0]) if row else "on"
         return current_version(conn, db.component), expired_backlog(conn), mode
 
+    wait = min(HEALTH_WAIT, db.settings.timeout)
     try:
-        version, backlog, mode = db.read(look)
+        version, backlog, mode = db.read(look, wait=wait)
     except Unavailable as exc:
+        if isinstance(exc.__context__, PoolTimeout) and db.reachable(HEALTH_WAIT):
+            return {"status": "degraded", "reason": BUSY}
         return {"status": "down", "reason": exc.message.removeprefix("store unavailable: ")}
     except Exception:  # health is infallible by contract
         return {"status": "down", "reason": "the plane's tables cannot be read"}

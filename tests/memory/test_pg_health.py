@@ -1,0 +1,64 @@
+"""Health on PostgreSQL tells a busy pool from a database that is down, and answers within
+about a second either way (a readiness probe's timeout is often 1 s), not after the pool's
+timeout: every connection of the worker in use is ``degraded`` (it serves, slower);
+PostgreSQL gone is ``down``."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any, cast
+
+import pytest
+
+from ratatoskr.memory.postgres.store import PgMemoryStore
+from ratatoskr.ops.locations import open_memory
+from ratatoskr.postgres.database import PgSettings
+from ratatoskr.postgres.health import BUSY, HEALTH_WAIT
+from tests.backends import postgres_schema
+from tests.memory.helpers import DIM
+from tests.pgserver import PostgresServer
+
+SLOW_POOL = PgSettings(min_size=1, max_size=1, timeout=10 * HEALTH_WAIT)
+
+
+def test_a_pool_with_every_connection_in_use_is_degraded_not_down() -> None:
+    store = cast(
+        PgMemoryStore, open_memory(postgres_schema("busy"), embedding_dim=DIM, pool=SLOW_POOL)
+    )
+    try:
+        assert store.health()["status"] == "ok"
+        with store.db.pool.connection():  # the worker's only connection, busy
+            started = time.monotonic()
+            health = store.health()
+            took = time.monotonic() - started
+        assert health == {"status": "degraded", "reason": BUSY}
+        assert took < SLOW_POOL.timeout / 2  # not the pool's wait
+        assert store.health()["status"] == "ok"
+    finally:
+        store.close()
+
+
+@pytest.fixture
+def own_postgres() -> Iterator[PostgresServer]:
+    server = PostgresServer().start()
+    try:
+        server.create_database("health")
+        yield server
+    finally:
+        server.stop()
+
+
+def test_postgres_down_is_down_without_waiting_the_pools_timeout(
+    own_postgres: PostgresServer,
+) -> None:
+    store: Any = open_memory(own_postgres.url("health"), embedding_dim=DIM, pool=SLOW_POOL)
+    try:
+        own_postgres.halt()
+        started = time.monotonic()
+        health = store.health()
+        took = time.monotonic() - started
+        assert health["status"] == "down" and "connection" in health["reason"]
+        assert took < SLOW_POOL.timeout / 2, took  # about HEALTH_WAIT, not the pool's wait
+    finally:
+        store.close()
