@@ -145,6 +145,8 @@ def _reason(exc: BaseException) -> str:
     return reasons.get(type(exc), "the database cannot be read or written")
 
 
+# sqlite-vec's message when the file cannot take a new block of vectors (SQLITE_FULL below)
+VEC_CANNOT_GROW = "Could not insert a new vector chunk"
 # free bytes on the disk past which a full database is its size cap's doing, not the disk's
 CAP_NOT_DISK_FREE = 64 << 20
 CAP_REACHED = "the database reached its size cap (RATATOSKR_SQLITE_MAX_DB_BYTES)"
@@ -337,6 +339,15 @@ class Database:
                 reason = self._reason(exc)
                 if not isinstance(exc, _TRANSIENT):
                     self.last_write_failure = WriteFailure(reason, time.time())
+                raise _unavailable(reason) from None
+            except apsw.SQLError as exc:
+                if VEC_CANNOT_GROW not in str(exc):
+                    raise
+                # sqlite-vec reports the full file (the disk, or the size cap) that stopped
+                # a new block of vectors as an error of its own
+                self._rollback(conn)
+                reason = self._reason(apsw.FullError(str(exc)))
+                self.last_write_failure = WriteFailure(reason, time.time())
                 raise _unavailable(reason) from None
             self.last_write_failure = None
 

@@ -8,7 +8,15 @@ more. Space comes back the way an operator makes it: records are deleted.
 from __future__ import annotations
 
 import itertools
+import random
 from pathlib import Path
+
+import pytest
+
+from ratatoskr.core.context import CallContext
+from ratatoskr.core.errors import Unavailable
+from ratatoskr.memory.store import open_memory_store
+from ratatoskr.sqlite.database import DatabaseSettings
 
 from tests.reliability.common import (
     chunk,
@@ -24,6 +32,7 @@ from tests.server.harness import call, ok, poll
 CAP_BYTES = 8 << 20  # 128 pages of the memory file's 64 KiB
 FILLER = "f" * 120_000  # two pages per record
 MARKER = "distillate-marker-7f3a"
+CTX = CallContext(actor="cap-test")
 
 
 def test_a_full_disk_answers_503_keeps_earlier_writes_and_recovers(tmp_path: Path) -> None:
@@ -55,7 +64,7 @@ def test_a_full_disk_answers_503_keeps_earlier_writes_and_recovers(tmp_path: Pat
         status, body = ready(url)
         assert status == 200, body  # degraded still serves
         assert body["planes"]["memory"]["status"] == "degraded"
-        assert "RATATOSKR_SQLITE_MAX_DB_BYTES" in body["planes"]["memory"]["reason"]
+        assert "size cap" in body["planes"]["memory"]["reason"]
         health = ok(call(url, "memory", "health", {}))
         assert health["status"] == "degraded" and health["reason"]
         assert body["planes"]["affect"]["status"] == "ok"
@@ -83,3 +92,38 @@ def test_a_full_disk_answers_503_keeps_earlier_writes_and_recovers(tmp_path: Pat
 
         poll(healthy_again, 20, "memory health to be ok again")
         no_traceback_or_content(server, MARKER, FILLER[:64])
+
+
+def test_a_batch_whose_vectors_need_a_new_block_at_the_cap_is_unavailable(
+    tmp_path: Path,
+) -> None:
+    """sqlite-vec grows its index a block of vectors at a time; a batch that needs a new
+    block when the file cannot grow is refused as the cap (503, retryable), never as an
+    internal error, and leaves nothing."""
+    store = open_memory_store(
+        str(tmp_path / "memory.db"),
+        embedding_dim=64,
+        settings=DatabaseSettings(max_db_bytes=6 << 20),
+    )
+    rng = random.Random(1)  # values float32 cannot hold: each row keeps float64 too
+    try:
+        written = 0
+        with pytest.raises(Unavailable, match="RATATOSKR_SQLITE_MAX_DB_BYTES") as refused:
+            for batch in range(1000):
+                records = [
+                    {
+                        "id": f"b{batch}-{i}",
+                        "embedding": [rng.random() for _ in range(64)],
+                        "scope": {"tenant": "acme"},
+                        "distillate": "x" * 320,
+                    }
+                    for i in range(200)
+                ]
+                store.upsert_many(records, idempotency_key=f"b{batch}", ctx=CTX)
+                written = batch + 1
+        assert refused.value.retryable
+        assert store.get(f"b{written}-0") is None  # the refused batch left nothing
+        assert written and store.get(f"b{written - 1}-199") is not None
+        assert store.health()["status"] == "degraded"
+    finally:
+        store.close()
