@@ -17,7 +17,6 @@ from ratatoskr.core.context import CallContext
 from ratatoskr.core.errors import Unavailable
 from ratatoskr.memory.store import open_memory_store
 from ratatoskr.sqlite.database import DatabaseSettings
-
 from tests.reliability.common import (
     chunk,
     error_of,
