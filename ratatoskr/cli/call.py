@@ -27,6 +27,7 @@ from ratatoskr.client import (
     VerbNotListed,
 )
 from ratatoskr.client.base import url_from_env
+from ratatoskr.client.errors import shown_url
 from ratatoskr.core.errors import BifrostError
 from ratatoskr.wire.keys import load_keyring
 
@@ -105,7 +106,7 @@ def run(
         try:
             answer = wire.send(plane, verb, call_args, request_id=args.request_id)
         except TransportFailed:
-            print(f"ratatoskr call: cannot reach {url}", file=sys.stderr)
+            print(f"ratatoskr call: cannot reach {shown_url(url)}", file=sys.stderr)
             return 3
         except (VerbNotListed, UnexpectedAnswer) as error:
             print(f"ratatoskr call: {error.message}", file=sys.stderr)

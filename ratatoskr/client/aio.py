@@ -53,13 +53,14 @@ class AsyncClient(ClientBase):
         timeout = self.timeout
         self.http = http
         self.transport: AsyncTransport = (
-            AsyncHttpxTransport(http)
+            AsyncHttpxTransport(http, self.base_url)
             if http is not None
             else AsyncHttp11Pool(self.base_url, timeout)
             if self.base_url.startswith("http://")
-            else AsyncHttpxTransport(httpx.AsyncClient(base_url=self.base_url, timeout=timeout))
+            else AsyncHttpxTransport(httpx.AsyncClient(timeout=timeout), self.base_url)
         )
         self._owns_transport = http is None
+        self._closed = False
         self.memory = AsyncMemoryAPI(self.call)
         self.affect = AsyncAffectAPI(self.call)
         self._handshaking = asyncio.Lock()  # concurrent first calls fetch it once
@@ -109,7 +110,7 @@ class AsyncClient(ClientBase):
     async def _send(
         self, plane: str, verb: str, args: Mapping[str, Any] | None, request_id: str | None
     ) -> Answer:
-        if self.transport.closed:
+        if self._closed or self.transport.closed:
             raise ClientClosed
         prepared = prepare(plane, verb, args, request_id)
         retry = 0
@@ -130,8 +131,15 @@ class AsyncClient(ClientBase):
             retry += 1
 
     async def aclose(self) -> None:
+        """Close the client (its own connections; a client of ``with_scope`` or one given
+        an httpx client leaves those open): a call after it raises ``ClientClosed``."""
+        self._closed = True
         if self._owns_transport:
             await self.transport.aclose()
+
+    async def close(self) -> None:
+        """``aclose``, by the name the sync client's method has."""
+        await self.aclose()
 
     async def __aenter__(self) -> AsyncClient:
         return self

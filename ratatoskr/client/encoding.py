@@ -79,15 +79,19 @@ def _non_finite_arg(args: Mapping[str, Any], vectors_checked: bool) -> str | Non
     for name, value in args.items():
         if vectors_checked and name in VECTOR_KEYS:
             continue
-        if vectors_checked and name == "records" and type(value) in (list, tuple):
+        if name in RECORD_ARGS and type(value) in (list, tuple):
             for i, record in enumerate(value):
                 if not isinstance(record, Mapping):
-                    continue  # the server names what is wrong with it
-                for key, item in record.items():
-                    if key not in VECTOR_KEYS and type(item) not in _PLAIN:
-                        path = _non_finite(item)
-                        if path is not None:
-                            return f"args.records[{i}].{key}" + "".join(reversed(path))
+                    path = _non_finite(record)
+                    if path is not None:
+                        return f"args.{name}[{i}]" + "".join(reversed(path))
+                    continue
+                for key, item in record.items():  # a record's fields are named
+                    if vectors_checked and key in VECTOR_KEYS or type(item) in _PLAIN:
+                        continue
+                    path = _non_finite(item)
+                    if path is not None:
+                        return f"args.{name}[{i}].{key}" + "".join(reversed(path))
             continue
         path = _non_finite(value)
         if path is not None:
@@ -96,20 +100,23 @@ def _non_finite_arg(args: Mapping[str, Any], vectors_checked: bool) -> str | Non
 
 
 _PLAIN = (str, int, bool, type(None))  # never a NaN or an infinity
+RECORD_ARGS = ("records", "events")  # the arguments that hold records (their fields named)
+HIDDEN_KEY = ".…"  # a step through a mapping, its key not shown
 
 
 def _non_finite(value: Any) -> list[str] | None:
     """The path, innermost step first, to the first NaN or infinity in ``value``, or
-    ``None`` (the path is built only when one is found: this runs on every call)."""
+    ``None`` (the path is built only when one is found: this runs on every call). List
+    positions are shown, mapping keys not: inside a record they are its content."""
     kind = type(value)
     if kind is float:
         return None if math.isfinite(value) else []
     if kind is dict or isinstance(value, Mapping):
-        for key, item in value.items():
+        for item in value.values():
             if type(item) not in _PLAIN:
                 found = _non_finite(item)
                 if found is not None:
-                    return [*found, f".{key}"]
+                    return [*found, HIDDEN_KEY]  # a key inside a value may be content
         return None
     if kind is list or kind is tuple:
         try:

@@ -16,6 +16,7 @@ never anything sent.
 from __future__ import annotations
 
 from typing import Any, ClassVar
+from urllib.parse import urlsplit
 
 from ratatoskr.core import errors as wire
 
@@ -187,7 +188,21 @@ class TransportFailed(RatatoskrError):
     """No answer: the connection failed or timed out (the cause is chained)."""
 
     def __init__(self, what: str, url: str) -> None:
-        super().__init__("client.transport_failed", f"{what}: no answer from {url}")
+        super().__init__("client.transport_failed", f"{what}: no answer from {shown_url(url)}")
+
+
+def shown_url(url: str) -> str:
+    """``url`` as a message may show it: scheme, host and port; a user, a password, a path
+    and a query (which may hold a token) are left out."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    return f"{parts.scheme}://{host}" + (f":{port}" if port is not None else "")
 
 
 class UnexpectedAnswer(RatatoskrError):

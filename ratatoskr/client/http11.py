@@ -11,9 +11,15 @@ alive in a pool and closed when the server says ``Connection: close``.
 A pooled connection the server has meanwhile closed (its keep-alive timeout, 5 s) fails
 before a byte of the answer arrives: the request is then sent once more, as it was, token
 included, on a new connection. The server closes only an idle connection, so it read
-nothing; and were the first sending ever executed (a worker dying before it answered), the
-second would be refused as a replayed token for a mutating verb: never two executions.
-Any other failure is raised as ``OSError`` for the client to report as ``TransportFailed``.
+nothing; were the first sending ever taken (a worker dying before it answered, a proxy
+closing the connection), the second is refused as a replayed token for a mutating verb:
+never two executions. That refusal (401 to a resent request) is raised as ``MayHaveRun``,
+an ``OSError``, as any other failure is, for the client to report as ``TransportFailed``:
+the call may have run, and a retry with the same idempotency key tells.
+
+``timeout`` bounds a whole exchange, connecting, sending and every read of the answer
+together, not each read: a server trickling its answer a byte at a time cannot hold a call
+past it.
 
 A body of ``EXPECT_BODY`` bytes or more is asked for first (``Expect: 100-continue``): the
 server answers a body over its limit with 413 before reading it and closes the connection,
@@ -31,6 +37,7 @@ import asyncio
 import contextlib
 import socket
 import threading
+import time
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -50,6 +57,11 @@ class IncompleteAnswer(OSError):
 
 class StaleConnection(OSError):
     """A pooled connection was closed by the server before it answered anything."""
+
+
+class MayHaveRun(OSError):
+    """A request resent after its connection closed unanswered was refused as a replayed
+    token: the first sending reached the server, which may have run the call."""
 
 
 @dataclass(frozen=True)
@@ -127,8 +139,14 @@ class _Reader:
         self.sock = sock
         self.buffer = bytearray()
         self.received = False  # whether any byte of the answer came
+        self.deadline: float | None = None  # ``time.monotonic()`` the exchange must end by
 
     def fill(self) -> bool:
+        if self.deadline is not None:
+            left = self.deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError("the answer took longer than the timeout")
+            self.sock.settimeout(left)
         data = self.sock.recv(65536)
         if not data:
             return False
@@ -180,13 +198,19 @@ def _read_body(reader: _Reader, head: Head) -> bytes:
 
 class Connection:
     def __init__(self, endpoint: Endpoint, timeout: float) -> None:
+        self.timeout = timeout
         self.sock = socket.create_connection((endpoint.host, endpoint.port), timeout=timeout)
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.reader = _Reader(self.sock)
 
-    def exchange(self, head: bytes, body: bytes) -> tuple[int, bytes, bool]:
-        """Status, body, and whether the connection may be used again."""
+    def exchange(
+        self, head: bytes, body: bytes, deadline: float | None = None
+    ) -> tuple[int, bytes, bool]:
+        """Status, body, and whether the connection may be used again; by ``deadline``
+        (``time.monotonic()``, default ``timeout`` from now)."""
         self.reader.received = False
+        self.reader.deadline = time.monotonic() + self.timeout if deadline is None else deadline
+        self.sock.settimeout(max(0.001, self.reader.deadline - time.monotonic()))
         try:
             if len(body) < _SMALL_BODY:
                 self.sock.sendall(head + body)
@@ -210,14 +234,19 @@ class Connection:
         """Send ``head`` (which expects ``100 Continue``) and wait for the server's word:
         ``None`` to send the body (a 100, or silence), else its final answer's head."""
         self.sock.sendall(head)
-        timeout = self.sock.gettimeout()
-        self.sock.settimeout(CONTINUE_WAIT if timeout is None else min(CONTINUE_WAIT, timeout))
+        deadline = self.reader.deadline
+        wait = time.monotonic() + CONTINUE_WAIT
+        self.reader.deadline = wait if deadline is None else min(wait, deadline)
         try:
             parsed = Head.parse(self.reader.until(b"\r\n\r\n"))
         except TimeoutError:
+            if deadline is not None and time.monotonic() >= deadline:
+                raise
             return None  # a server that ignores Expect: the body goes out now
         finally:
-            self.sock.settimeout(timeout)
+            self.reader.deadline = deadline
+        if deadline is not None:
+            self.sock.settimeout(max(0.001, deadline - time.monotonic()))
         return None if parsed.status == 100 else parsed
 
     def close(self) -> None:
@@ -236,18 +265,28 @@ class Http11Pool:
 
     def post(self, path: str, body: bytes, headers: Mapping[str, str]) -> tuple[int, bytes]:
         head = request_head(self.endpoint, path, headers, len(body))
+        deadline = time.monotonic() + self.timeout
         with self.lock:
             conn = self.idle.pop() if self.idle else None
         if conn is not None:
             try:
-                return self._exchange(conn, head, body)
+                return self._exchange(conn, head, body, deadline)
             except StaleConnection:
                 pass  # closed by the server while idle: it read nothing; a new connection
-        return self._exchange(Connection(self.endpoint, self.timeout), head, body)
+            return _resent(self._exchange(self._open(deadline), head, body, deadline))
+        return self._exchange(self._open(deadline), head, body, deadline)
 
-    def _exchange(self, conn: Connection, head: bytes, body: bytes) -> tuple[int, bytes]:
+    def _open(self, deadline: float) -> Connection:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("no time left to connect")
+        return Connection(self.endpoint, left)
+
+    def _exchange(
+        self, conn: Connection, head: bytes, body: bytes, deadline: float
+    ) -> tuple[int, bytes]:
         try:
-            status, content, reusable = conn.exchange(head, body)
+            status, content, reusable = conn.exchange(head, body, deadline)
         except BaseException:
             conn.close()
             raise
@@ -264,6 +303,14 @@ class Http11Pool:
             self.closed = True
             while self.idle:
                 self.idle.pop().close()
+
+
+def _resent(answer: tuple[int, bytes]) -> tuple[int, bytes]:
+    """The answer to a request sent again after its first connection closed unanswered: a
+    401 there refuses the token the first sending used, so that one reached the server."""
+    if answer[0] == 401:
+        raise MayHaveRun("the connection closed unanswered after the server took the call")
+    return answer
 
 
 # -- asyncio --------------------------------------------------------------------------------
@@ -347,15 +394,27 @@ class AsyncHttp11Pool:
         self.timeout = timeout
         self.idle: deque[AsyncConnection] = deque()
         self.closed = False
+        self.loop: asyncio.AbstractEventLoop | None = None  # the idle connections' loop
+
+    def _in_this_loop(self) -> None:
+        """Idle connections of another event loop (an earlier ``asyncio.run``) cannot be
+        used or closed from this one: they are let go."""
+        loop = asyncio.get_running_loop()
+        if self.loop is not loop:
+            self.idle.clear()
+            self.loop = loop
 
     async def post(self, path: str, body: bytes, headers: Mapping[str, str]) -> tuple[int, bytes]:
         head = request_head(self.endpoint, path, headers, len(body))
+        self._in_this_loop()
         async with asyncio.timeout(self.timeout):
             if self.idle:
                 try:
                     return await self._exchange(self.idle.pop(), head, body)
                 except StaleConnection:
                     pass
+                fresh = await AsyncConnection.open(self.endpoint)
+                return _resent(await self._exchange(fresh, head, body))
             return await self._exchange(await AsyncConnection.open(self.endpoint), head, body)
 
     async def _exchange(self, conn: AsyncConnection, head: bytes, body: bytes) -> tuple[int, bytes]:
@@ -372,6 +431,7 @@ class AsyncHttp11Pool:
 
     async def aclose(self) -> None:
         self.closed = True
+        self._in_this_loop()
         while self.idle:
             conn = self.idle.pop()
             conn.close()
@@ -383,10 +443,12 @@ class AsyncHttp11Pool:
 
 
 class HttpxTransport:
-    """An ``httpx.Client`` of the caller's behind the pools' ``post``."""
+    """An ``httpx.Client`` of the caller's behind the pools' ``post``: requests go to the
+    client's URL, whatever ``base_url`` the httpx client has."""
 
-    def __init__(self, http: httpx.Client) -> None:
+    def __init__(self, http: httpx.Client, base_url: str) -> None:
         self.http = http
+        self.base_url = base_url.rstrip("/")
 
     @property
     def closed(self) -> bool:
@@ -394,7 +456,7 @@ class HttpxTransport:
 
     def post(self, path: str, body: bytes, headers: Mapping[str, str]) -> tuple[int, bytes]:
         try:
-            response = self.http.post(path, content=body, headers=dict(headers))
+            response = self.http.post(self.base_url + path, content=body, headers=dict(headers))
         except httpx.TransportError as exc:
             raise OSError(type(exc).__name__) from exc
         return response.status_code, response.content
@@ -404,10 +466,12 @@ class HttpxTransport:
 
 
 class AsyncHttpxTransport:
-    """An ``httpx.AsyncClient`` of the caller's behind the pools' ``post``."""
+    """An ``httpx.AsyncClient`` of the caller's behind the pools' ``post`` (as
+    ``HttpxTransport``)."""
 
-    def __init__(self, http: httpx.AsyncClient) -> None:
+    def __init__(self, http: httpx.AsyncClient, base_url: str) -> None:
         self.http = http
+        self.base_url = base_url.rstrip("/")
 
     @property
     def closed(self) -> bool:
@@ -415,7 +479,9 @@ class AsyncHttpxTransport:
 
     async def post(self, path: str, body: bytes, headers: Mapping[str, str]) -> tuple[int, bytes]:
         try:
-            response = await self.http.post(path, content=body, headers=dict(headers))
+            response = await self.http.post(
+                self.base_url + path, content=body, headers=dict(headers)
+            )
         except httpx.TransportError as exc:
             raise OSError(type(exc).__name__) from exc
         return response.status_code, response.content

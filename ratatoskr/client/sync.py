@@ -62,13 +62,14 @@ class Client(ClientBase):
         timeout = self.timeout
         self.http = http
         self.transport: Transport = (
-            HttpxTransport(http)
+            HttpxTransport(http, self.base_url)
             if http is not None
             else Http11Pool(self.base_url, timeout)
             if self.base_url.startswith("http://")
-            else HttpxTransport(httpx.Client(base_url=self.base_url, timeout=timeout))
+            else HttpxTransport(httpx.Client(timeout=timeout), self.base_url)
         )
         self._owns_transport = http is None
+        self._closed = False
         self.memory = MemoryAPI(self.call)
         self.affect = AffectAPI(self.call)
 
@@ -121,7 +122,7 @@ class Client(ClientBase):
     def _send(
         self, plane: str, verb: str, args: Mapping[str, Any] | None, request_id: str | None
     ) -> Answer:
-        if self.transport.closed:
+        if self._closed or self.transport.closed:
             raise ClientClosed
         prepared = prepare(plane, verb, args, request_id)
         retry = 0
@@ -144,6 +145,9 @@ class Client(ClientBase):
     # -- lifetime ----------------------------------------------------------------------
 
     def close(self) -> None:
+        """Close the client (its own connections; a client of ``with_scope`` or one given
+        an httpx client leaves those open): a call after it raises ``ClientClosed``."""
+        self._closed = True
         if self._owns_transport:
             self.transport.close()
 

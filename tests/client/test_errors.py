@@ -222,10 +222,17 @@ def test_a_nan_or_an_infinity_is_refused_unsent(client: Client, tenant: str, bad
     scope = {"tenant": tenant}
     record = {"id": f"{tenant}-nan", "scope": scope, "deep": {"list": [1.0, bad]}}
     caught = raised(NonFiniteNumber, lambda: client.affect.put_many([record], idempotency_key="n"))
-    assert isinstance(caught, ValueError) and "args.records[0].deep.list[1]" in caught.message
-    meta = {"id": f"{tenant}-nan", "embedding": vec(1), "scope": scope, "meta": {"w": bad}}
+    assert isinstance(caught, ValueError) and "args.records[0].deep.…[1]" in caught.message
+    # a key inside a field's value may be content: the path names the field, not the key
+    said = "Alice Jones told me her diagnosis"
+    meta = {"id": f"{tenant}-nan", "embedding": vec(1), "scope": scope, "meta": {said: bad}}
     caught = raised(NonFiniteNumber, lambda: client.memory.upsert_many([meta], idempotency_key="m"))
-    assert "args.records[0].meta.w" in caught.message
+    assert "args.records[0].meta.…" in caught.message and "Alice" not in caught.message
+    event = {"id": "e", "at": "2026-01-01T00:00:00Z", "scope": scope, "w": {said: [bad]}}
+    caught = raised(
+        NonFiniteNumber, lambda: client.affect.append_events([event], idempotency_key="e")
+    )
+    assert "args.events[0].w.…[0]" in caught.message and "Alice" not in caught.message
     vector = np.array(vec(1, 2), dtype=np.float32)
     vector[3] = bad  # in a vector the memory plane itself refuses it (a null is no number)
     chunk = {"id": f"{tenant}-nan", "embedding": vector, "scope": scope}
