@@ -81,15 +81,17 @@ class PgSettings:
     timeout: float = DEFAULT_POOL_TIMEOUT
     tenant_partitions: int = 0
     # how long a statement waits for a lock another session holds before the call is
-    # ``Unavailable`` (0: without limit); PostgreSQL's ``lock_timeout`` on every connection
-    lock_timeout: float = DEFAULT_LOCK_TIMEOUT
+    # ``Unavailable`` (0: without limit), PostgreSQL's ``lock_timeout`` on every connection;
+    # None: the session's own (the URL's ``options``, the role's or the database's setting),
+    # or ``DEFAULT_LOCK_TIMEOUT`` when it has none
+    lock_timeout: float | None = None
 
     def __post_init__(self) -> None:
         if not 0 <= self.min_size <= self.max_size or self.max_size < 1:
             raise ValueError(f"{POOL_MIN_ENV} must be 0..{POOL_MAX_ENV}, {POOL_MAX_ENV} >= 1")
         if not 0 < self.timeout <= 600:
             raise ValueError(f"{POOL_TIMEOUT_ENV} must be a number of seconds in (0, 600]")
-        if not 0 <= self.lock_timeout <= 600:
+        if self.lock_timeout is not None and not 0 <= self.lock_timeout <= 600:
             raise ValueError(f"{LOCK_TIMEOUT_ENV} must be a number of seconds in [0, 600]")
         if self.tenant_partitions == 1 or not 0 <= self.tenant_partitions <= MAX_PARTITIONS:
             raise ValueError(f"{PARTITIONS_ENV} must be 0 (none) or 2..{MAX_PARTITIONS}")
@@ -103,7 +105,7 @@ class PgSettings:
                 int(_env_number(env, POOL_MAX_ENV, DEFAULT_POOL_MAX)),
                 _env_number(env, POOL_TIMEOUT_ENV, DEFAULT_POOL_TIMEOUT),
                 int(_env_number(env, PARTITIONS_ENV, 0)),
-                _env_number(env, LOCK_TIMEOUT_ENV, DEFAULT_LOCK_TIMEOUT),
+                _env_number(env, LOCK_TIMEOUT_ENV, -1.0) if env.get(LOCK_TIMEOUT_ENV) else None,
             )
         except ValueError as exc:
             if "must be" in str(exc):
@@ -195,7 +197,13 @@ class PgDatabase:
     def _configure(self, conn: Conn) -> None:
         """Each new connection: the vector types, and the wait for a lock bounded."""
         register_types(conn)
-        conn.execute(f"SET lock_timeout = {round(self.settings.lock_timeout * 1000)}")
+        wait = self.settings.lock_timeout
+        if wait is None:
+            row = conn.execute("SELECT current_setting('lock_timeout')").fetchone()
+            if row is not None and str(row[0]) not in ("0", "0ms"):
+                return  # the session's own (the URL's options, the role's, the database's)
+            wait = DEFAULT_LOCK_TIMEOUT
+        conn.execute(f"SET lock_timeout = {round(wait * 1000)}")
 
     @property
     def path(self) -> str:
