@@ -254,9 +254,15 @@ class PostgresServer:
 
 
 @contextlib.contextmanager
-def running(options: dict[str, str] | None = None) -> Iterator[PostgresServer]:
+def running(
+    options: dict[str, str] | None = None, database: str | None = None
+) -> Iterator[PostgresServer]:
+    """A server of the caller's own (which it may halt and start again), with ``database``
+    made if named; removed afterwards."""
     server = PostgresServer(options).start()
     try:
+        if database is not None:
+            server.create_database(database)
         yield server
     finally:
         server.stop()

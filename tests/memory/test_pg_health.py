@@ -17,7 +17,7 @@ from ratatoskr.postgres.database import PgSettings
 from ratatoskr.postgres.health import BUSY, HEALTH_WAIT
 from tests.backends import postgres_schema
 from tests.memory.helpers import DIM
-from tests.pgserver import PostgresServer
+from tests.pgserver import PostgresServer, running
 
 SLOW_POOL = PgSettings(min_size=1, max_size=1, timeout=10 * HEALTH_WAIT)
 
@@ -41,12 +41,8 @@ def test_a_pool_with_every_connection_in_use_is_degraded_not_down() -> None:
 
 @pytest.fixture
 def own_postgres() -> Iterator[PostgresServer]:
-    server = PostgresServer().start()
-    try:
-        server.create_database("health")
+    with running(database="health") as server:
         yield server
-    finally:
-        server.stop()
 
 
 def test_postgres_down_is_down_without_waiting_the_pools_timeout(

@@ -16,7 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.pgserver import PostgresServer
+from tests.pgserver import PostgresServer, running
 from tests.server.harness import KEY, Server, call, ok, poll, vec
 
 OUTAGE_SECONDS = 40.0
@@ -28,12 +28,8 @@ BACK_WITHIN = 12.0
 @pytest.fixture
 def own_postgres() -> Iterator[PostgresServer]:
     """A PostgreSQL of this test's own, as the test stops it."""
-    server = PostgresServer().start()
-    try:
-        server.create_database("outage")
+    with running(database="outage") as server:
         yield server
-    finally:
-        server.stop()
 
 
 def test_postgres_down_is_503_retryable_and_the_server_recovers(
