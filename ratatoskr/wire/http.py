@@ -76,6 +76,15 @@ JSON = "application/json"
 WIRE_ROUTE = re.compile(r"handshake|[^/]+-call")
 
 _BODY_LEFT_UNREAD = (RequestTimeout, PayloadTooLarge)
+# a client that closed its connection before its body ended: the call's outcome and the
+# status its log line and metric carry (nginx's "client closed request"); nothing is sent
+CLIENT_GONE = "client.disconnected"
+CLIENT_GONE_STATUS = 499
+
+
+class ClientGone(Exception):
+    """The client closed the connection before the body ended."""
+
 
 Handler = Callable[[CallRecord, VerifiedToken, Envelope], Awaitable[bytes]]
 # runs a blocking store call off the event loop: the server hands in its store threads
@@ -217,6 +226,10 @@ class WireEndpoints:
                 raise BindingMismatch("the token's verb claim does not match the envelope")
             content = await handler(record, token, envelope)
             return Response(content, media_type=JSON)
+        except ClientGone:
+            # nobody to answer: logged and counted as itself, not as a bad request
+            record.outcome, record.status = CLIENT_GONE, CLIENT_GONE_STATUS
+            return Response(b"", status_code=CLIENT_GONE_STATUS)
         except BifrostError as error:
             record.outcome, record.status = error.wire_code(_qualifier(plane)), error.http_status
             response = _error_response(error, plane, record.request_id)
@@ -282,7 +295,7 @@ class WireEndpoints:
                         raise PayloadTooLarge(f"the body exceeds {self.max_body_bytes} bytes")
                     chunks.append(chunk)
         except ClientDisconnect:
-            raise MalformedEnvelope("the client disconnected before the body ended") from None
+            raise ClientGone from None
         except TimeoutError:
             raise RequestTimeout(
                 f"the body did not arrive within {self.body_timeout:g} s"
