@@ -158,10 +158,24 @@ def _unavailable(reason: str) -> Unavailable:
 
 @dataclass(frozen=True)
 class WriteFailure:
-    """Why the last write of this process could not be stored, and when (epoch seconds)."""
+    """Why the last write of this process could not be stored, and when (epoch seconds);
+    ``unusable``: the file itself cannot be written (damaged, unreadable, read-only), not
+    merely full: health says ``down``."""
 
     reason: str
     at: float
+    unusable: bool = False
+
+
+# a write failing so says the file cannot be written, whatever a read may still find
+_UNUSABLE: tuple[type[BaseException], ...] = (
+    apsw.CorruptError,
+    apsw.NotADBError,
+    apsw.IOError,
+    apsw.CantOpenError,
+    apsw.PermissionsError,
+    apsw.ReadOnlyError,
+)
 
 
 class Database:
@@ -338,7 +352,8 @@ class Database:
                 self._rollback(conn)
                 reason = self._reason(exc)
                 if not isinstance(exc, _TRANSIENT):
-                    self.last_write_failure = WriteFailure(reason, time.time())
+                    unusable = isinstance(exc, _UNUSABLE)
+                    self.last_write_failure = WriteFailure(reason, time.time(), unusable)
                 raise _unavailable(reason) from None
             except apsw.SQLError as exc:
                 if VEC_CANNOT_GROW not in str(exc):

@@ -1,8 +1,9 @@
 """The health rules every plane store answers with (the memory pins, shared by affect).
 
-``down`` when the file cannot be read or written, is gone, was replaced or overwritten under
-the open store (SQLite would go on serving from its cache; see ``filecheck``), or carries
-another schema version;
+``down`` when the file cannot be read or written (a write of this process failed for it:
+the file damaged, unreadable or read-only, until a write succeeds again), is gone, was
+replaced or overwritten under the open store (SQLite would go on serving from its cache;
+see ``filecheck``), or carries another schema version;
 ``degraded`` while it serves but needs an operator: the last write of this process could not
 be stored (disk full, until a write succeeds again), the file is over 95 % of its size cap
 (``RATATOSKR_SQLITE_MAX_DB_BYTES``; every worker sees that one), the disk is over 95 % full,
@@ -67,6 +68,8 @@ def check_health(
         if version != db.latest_version:
             return {"status": "down", "reason": "schema version is not the one this build knows"}
         failure = db.last_write_failure
+        if failure is not None and failure.unusable:  # damaged, unreadable or read-only
+            return {"status": "down", "reason": f"a write failed: {failure.reason}"}
         if failure is not None:
             return _with_mode(db, "degraded", f"a write failed: {failure.reason}")
         if db.settings.max_db_bytes and used > cap * DISK_DEGRADED_FRACTION:
