@@ -91,12 +91,15 @@ def run(args: argparse.Namespace) -> int:
         release_multiproc_dir()
         print(f"ratatoskr serve: {exc}", file=sys.stderr)
         return 2
+    # for the person at the terminal, on stderr: stdout carries JSON log lines only
     if settings.dev_key_file is not None:
-        print(dev_key_banner(str(settings.dev_key_file), settings.dev_key_generated), flush=True)
+        banner = dev_key_banner(str(settings.dev_key_file), settings.dev_key_generated)
+        print(banner, file=sys.stderr, flush=True)
     # gunicorn's own "Listening at" line is empty: each worker binds its socket itself
     host = f"[{settings.host}]" if ":" in settings.host else settings.host
     print(
         f"ratatoskr: serving http://{host}:{settings.port} with {settings.workers} workers",
+        file=sys.stderr,
         flush=True,
     )
     from ratatoskr.cli.gunicorn_app import ServeApplication

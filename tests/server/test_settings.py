@@ -130,8 +130,11 @@ def test_defaults_generate_a_private_key_and_print_only_its_path(tmp_path: Path)
         assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
         key = key_file.read_text().strip()
         assert len(bytes.fromhex(key)) >= 32
-        first_line = server.stdout_path.read_text().splitlines()[0]
+        first_line = server.stderr_path.read_text().splitlines()[0]
         assert str(key_file) in first_line
+        # stdout is JSON lines only, for a log shipper
+        stdout = server.stdout_path.read_text().splitlines()
+        assert stdout and all(line.startswith("{") for line in stdout)
         assert "ratatoskr call" in server.output()
         assert f"ratatoskr: serving {server.url} with 2 workers" in server.output()
         assert key not in server.output()
