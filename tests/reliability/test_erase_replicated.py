@@ -24,7 +24,10 @@ def _holding(*roots: Path) -> list[str]:
     found = []
     for root in roots:
         for path in sorted(p for p in root.rglob("*") if p.is_file()):
-            data = path.read_bytes()
+            try:
+                data = path.read_bytes()
+            except FileNotFoundError:
+                continue  # Litestream's temporary file, renamed meanwhile
             if MARKER.encode() in data or SUBJECT.encode() in data:
                 found.append(str(path.relative_to(root.parent)))
     return found
