@@ -14,8 +14,14 @@ from collections.abc import Callable
 from typing import Any
 
 from ratatoskr.core.filters import AFFECT, MEMORY, PLANES
-from ratatoskr.ops.locations import describe, existing_ledger
+from ratatoskr.ops.locations import describe, existing_ledger, is_postgres
 from ratatoskr.ops.stores import STORE_ERRORS, Paths, Stores
+from ratatoskr.postgres.probe import unfinished_migrations
+
+UNFINISHED_MIGRATION = (
+    "an admin migrate into this database has not finished: run it again to the end "
+    "before serving from it"
+)
 
 
 def _require_some(stores: Stores) -> list[str]:
@@ -67,6 +73,9 @@ def check(stores: Stores) -> dict[str, Any]:
             problems = stores.get(plane).check()
         except STORE_ERRORS as exc:
             problems = [f"cannot open: {exc}"]
+        location = stores.paths.of(plane)
+        if is_postgres(location) and plane in unfinished_migrations(location):
+            problems = [*problems, UNFINISHED_MIGRATION]
         planes[plane] = {"path": stores.paths.shown(plane), "problems": problems}
     return {"ok": not any(p["problems"] for p in planes.values()), "planes": planes}
 

@@ -3,10 +3,14 @@ PostgreSQL, every row as stored (revisions, times, float64 vectors, idempotency 
 the affect cursor secret).
 
 - It refuses a target that already holds records of a plane, unless they are this
-  migration's own, unfinished: each batch commits with a marker (``ratatoskr_migration``:
-  the source file and the last id copied), so a run stopped anywhere (a crash, Ctrl-C, the
-  database going away) resumes after the last batch it committed when run again.
-- The idempotency entries and the cursor secret go in with the marker's last step.
+  migration's own: each plane is marked before anything is copied, and each batch commits
+  with its marker (``ratatoskr_migration``: the source file, the last id copied, done or
+  not), so a run stopped anywhere (a crash, Ctrl-C, the database going away) resumes after
+  the last batch it committed when run again, skipping a plane it finished. Until every
+  plane is done, ``serve`` refuses the database and ``admin check`` fails it.
+- The idempotency entries and the cursor secret go in with the marker's last step; the
+  unexpired entries of the jti ledgers go in first, so a token used before the move is
+  refused after it.
 - At the end each plane is checked: the count and a SHA-256 over every stored value, read
   from the file and from PostgreSQL, must be equal; a difference is an error (exit 1).
 
@@ -23,14 +27,22 @@ from typing import Any
 import apsw
 
 from ratatoskr.affect.postgres import transfer as affect_transfer
-from ratatoskr.core.filters import AFFECT, MEMORY, PLANES
+from ratatoskr.core.filters import AFFECT, MEMORY
 from ratatoskr.memory.postgres import transfer as memory_transfer
-from ratatoskr.ops.locations import describe, is_postgres, open_affect, open_memory
+from ratatoskr.ops.locations import (
+    describe,
+    existing_ledger,
+    is_postgres,
+    open_affect,
+    open_memory,
+)
 from ratatoskr.ops.stores import Stores
 from ratatoskr.postgres.database import Conn, PgDatabase
+from ratatoskr.postgres.jti import PgJtiLedger
+from ratatoskr.postgres.probe import MIGRATION_MARKER as MARKER
+from ratatoskr.sqlite.jti import JtiLedger
 
 Progress = Callable[[str, int], None]
-MARKER = "ratatoskr_migration"
 _TABLES = {MEMORY: ("memory_chunks",), AFFECT: ("affect_states", "affect_events")}
 
 
@@ -38,21 +50,28 @@ class MigrationRefused(ValueError):
     """The target cannot take this migration (it holds other records)."""
 
 
-def _marker(db: PgDatabase, plane: str) -> tuple[str, str, str | None] | None:
-    """(source, table, last id) of an unfinished migration of ``plane``, if any."""
+NEW, RESUME, DONE = "new", "resume", "done"
 
-    def read(conn: Conn) -> tuple[str, str, str | None] | None:
-        conn.execute(
-            f"CREATE TABLE IF NOT EXISTS {MARKER} (plane text PRIMARY KEY, source text NOT NULL, "
-            "tbl text NOT NULL, last_id bytea, done boolean NOT NULL DEFAULT false)"
-        )
+
+def _ensure_marker_table(conn: Conn) -> None:
+    conn.execute(
+        f"CREATE TABLE IF NOT EXISTS {MARKER} (plane text PRIMARY KEY, source text NOT NULL, "
+        "tbl text NOT NULL, last_id bytea, done boolean NOT NULL DEFAULT false)"
+    )
+
+
+def _marker(db: PgDatabase, plane: str) -> tuple[str, str, str | None, bool] | None:
+    """(source, table, last id, done) of this database's migration of ``plane``, if any."""
+
+    def read(conn: Conn) -> tuple[str, str, str | None, bool] | None:
+        _ensure_marker_table(conn)
         row = conn.execute(
             f"SELECT source, tbl, last_id, done FROM {MARKER} WHERE plane = %s", (plane,)
         ).fetchone()
-        if row is None or row[3]:
+        if row is None:
             return None
         last = None if row[2] is None else bytes(row[2]).decode("utf-8")
-        return str(row[0]), str(row[1]), last
+        return str(row[0]), str(row[1]), last, bool(row[3])
 
     return db.write(read)
 
@@ -77,6 +96,27 @@ def _set_marker(conn: Conn, plane: str, source: str, table: str, last: str | Non
     )
 
 
+def _begin(db: PgDatabase, plane: str, source: str) -> str:
+    """Whether ``plane`` is copied from the start (``new``), resumed, or already copied by
+    an earlier run of this migration (``done``); refused when the target holds records of
+    the plane from anywhere else. A new plane gets its marker at once, before any plane is
+    copied: a run stopped anywhere leaves the target marked unfinished."""
+    found = _marker(db, plane)
+    if found is None:
+        if _rows_in(db, plane):
+            raise MigrationRefused(
+                f"the target already holds {plane} records: migrate into an empty database"
+            )
+        db.write(lambda conn: _set_marker(conn, plane, source, _TABLES[plane][0], None))
+        return NEW
+    if found[0] != source:
+        what = "a migration" if found[3] else "an unfinished migration"
+        raise MigrationRefused(
+            f"the target already holds {plane} records ({what} from another source file)"
+        )
+    return DONE if found[3] else RESUME
+
+
 def _copy_plane(
     lite: apsw.Connection, pg: Any, plane: str, source: str, progress: Progress | None
 ) -> int:
@@ -84,17 +124,7 @@ def _copy_plane(
     db: PgDatabase = pg.db
     partitioned = bool(getattr(pg, "partitioned", False))
     resume = _marker(db, plane)
-    if resume is None:
-        if _rows_in(db, plane):
-            raise MigrationRefused(
-                f"the target already holds {plane} records: migrate into an empty database"
-            )
-        resume = (source, _TABLES[plane][0], None)
-        db.write(lambda conn: _set_marker(conn, plane, source, resume[1], None))
-    elif resume[0] != source:
-        raise MigrationRefused(
-            f"the target holds an unfinished migration of {plane} from another source"
-        )
+    assert resume is not None and not resume[3], "_begin marks the plane first"
     tables = _TABLES[plane]
     copied = 0
     for table in tables[tables.index(resume[1]) :]:
@@ -129,6 +159,26 @@ def _copy_plane(
     return copied
 
 
+def _copy_ledgers(stores: Stores, target: str) -> int:
+    """Every unexpired entry of the jti ledgers beside the files (or named by ``--jti-db``)
+    into the database's ledger: a token used before the move stays used after it."""
+    entries: list[tuple[str, float]] = []
+    for path in stores.paths.jti_files():
+        if is_postgres(path):
+            continue
+        ledger = existing_ledger(path, clock=stores.clock)
+        if isinstance(ledger, JtiLedger):
+            try:
+                entries += ledger.unexpired()
+            finally:
+                ledger.close()
+    pg = PgJtiLedger(target, clock=stores.clock)
+    try:
+        return pg.adopt(entries)
+    finally:
+        pg.close()
+
+
 def _digests(lite: apsw.Connection, db: PgDatabase, plane: str) -> tuple[Any, Any]:
     if plane == MEMORY:
         return memory_transfer.sqlite_digest(lite), db.read(memory_transfer.pg_digest)
@@ -145,24 +195,43 @@ def migrate(stores: Stores, target: str, *, progress: Progress | None = None) ->
     """Copy every present plane file into the database at ``target``, then check."""
     if not is_postgres(target):
         raise ValueError("--to must be a postgresql:// URL")
-    present = [p for p in PLANES if not is_postgres(stores.paths.of(p)) and stores.exists(p)]
+    present = [p for p in stores.present() if not is_postgres(stores.paths.of(p))]
     if not present:
         raise ValueError("no SQLite plane file to migrate (see --memory-db, --affect-db)")
     out: dict[str, Any] = {"target": describe(target), "planes": {}, "ok": True}
-    for plane in present:
-        source = os.path.abspath(stores.paths.of(plane))
-        store: Any = stores.get(plane)
-        if plane == MEMORY:
-            pg: Any = open_memory(target, embedding_dim=store.embedding_dim)
-        else:
-            pg = open_affect(target)
-        try:
-            with store.db.read() as lite:
-                copied = _copy_plane(lite, pg, plane, source, progress)
+    targets: dict[str, Any] = {}
+    try:
+        for plane in present:
+            store: Any = stores.get(plane)
+            if plane == MEMORY:
+                targets[plane] = open_memory(target, embedding_dim=store.embedding_dim)
+            else:
+                targets[plane] = open_affect(target)
+        sources = {plane: os.path.abspath(stores.paths.of(plane)) for plane in present}
+        states = {plane: _begin(targets[plane].db, plane, sources[plane]) for plane in present}
+        if all(state == DONE for state in states.values()):
+            raise MigrationRefused(
+                f"the target already holds {' and '.join(present)} records: this migration "
+                "finished earlier (ratatoskr admin check tells whether they are sound)"
+            )
+        out["jti"] = _copy_ledgers(stores, target)
+        for plane in present:
+            pg = targets[plane]
+            source: Any = stores.get(plane)
+            with source.db.read() as lite:
+                copied = 0
+                if states[plane] != DONE:
+                    copied = _copy_plane(lite, pg, plane, sources[plane], progress)
                 (count, want), (got_count, got) = _digests(lite, pg.db, plane)
-        finally:
+            same = count == got_count and want == got
+            out["planes"][plane] = {
+                "source": sources[plane],
+                "copied": copied,
+                "rows": count,
+                "checked": same,
+            }
+            out["ok"] = out["ok"] and same
+    finally:
+        for pg in targets.values():
             pg.close()
-        same = count == got_count and want == got
-        out["planes"][plane] = {"source": source, "copied": copied, "rows": count, "checked": same}
-        out["ok"] = out["ok"] and same
     return out

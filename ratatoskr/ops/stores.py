@@ -135,20 +135,19 @@ class Stores:
         return os.path.isfile(location)
 
     def present(self) -> list[str]:
-        """The planes whose file exists, in plane order. A plane file named by a flag or
-        an environment variable that does not exist is an error, not a plane left out: an
-        erase or a backup must not quietly miss a plane for a misspelt path."""
+        """The planes whose file exists (or whose tables a database holds), in plane order.
+        A plane named by a flag or an environment variable that is not there is an error,
+        not a plane left out: an erase or a backup must not quietly miss a plane for a
+        misspelt path or the wrong database."""
         present = [p for p in PLANES if self.exists(p)]
-        missing = [
-            p
-            for p in PLANES
-            if p in self.paths.named and p not in present and not is_postgres(self.paths.of(p))
-        ]
+        missing = [p for p in PLANES if p in self.paths.named and p not in present]
         if missing:
             named = "; ".join(
                 f"{self.paths.shown(p)} (the {p} plane's, named by --{p}-db or {_ENVS[p]})"
                 for p in missing
             )
+            if all(is_postgres(self.paths.of(p)) for p in missing):
+                raise ValueError(f"no {' or '.join(missing)} plane in the database at {named}")
             raise ValueError(f"no database found at {named}")
         return present
 

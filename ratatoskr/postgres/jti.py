@@ -86,5 +86,23 @@ class PgJtiLedger:
         )
         return int(row[0]) if row else 0
 
+    def adopt(self, entries: list[tuple[str, float]]) -> int:
+        """Record tokens claimed elsewhere (another ledger being moved here), keeping the
+        later expiry of an entry held twice: each stays used until it expires."""
+        rows = [(jti.encode("utf-8", "surrogatepass"), float(e)) for jti, e in entries]
+
+        def insert(conn: Conn) -> None:
+            with conn.cursor() as cur:
+                cur.executemany(
+                    "INSERT INTO ratatoskr_jti (jti, expires_at) VALUES (%s, %s) "
+                    "ON CONFLICT (jti) DO UPDATE SET expires_at = "
+                    "greatest(ratatoskr_jti.expires_at, excluded.expires_at)",
+                    rows,
+                )
+
+        if rows:
+            self.db.write(insert)
+        return len(rows)
+
     def close(self) -> None:
         self.db.close()

@@ -41,3 +41,18 @@ def meta_value(url: str, table: str, key: str) -> str | None:
             return None
         row = conn.execute(f"SELECT value FROM {table} WHERE key = %s", (key,)).fetchone()
         return str(row[0]) if row else None
+
+
+MIGRATION_MARKER = "ratatoskr_migration"
+
+
+def unfinished_migrations(url: str) -> list[str]:
+    """The planes an ``admin migrate`` into this database began and has not finished: a
+    server must not serve them, nor a check pass them, until it is run again to the end."""
+    with _connect(url) as conn:
+        if conn.execute("SELECT to_regclass(%s)", (MIGRATION_MARKER,)).fetchone() == (None,):
+            return []
+        rows = conn.execute(
+            f"SELECT plane FROM {MIGRATION_MARKER} WHERE NOT done ORDER BY plane"
+        ).fetchall()
+        return [str(r[0]) for r in rows]

@@ -27,6 +27,7 @@ from ratatoskr.core.errors import Unavailable
 from ratatoskr.memory.verbs import memory_plane
 from ratatoskr.ops.locations import is_postgres, ledger_location, open_affect, open_memory
 from ratatoskr.ops.locations import open_ledger as open_ledger_at
+from ratatoskr.postgres.probe import unfinished_migrations
 from ratatoskr.server.metrics import CONTENT_TYPE, Metrics
 from ratatoskr.server.settings import (
     AFFECT_DB_ENV,
@@ -103,7 +104,9 @@ def check_stores(settings: Settings, planes: Sequence[str] = PLANES) -> None:
     """Open and close every store once, so a bad file fails the start, naming its setting.
 
     ``serve`` runs this in the gunicorn master: a worker that cannot boot would only say so
-    in its own traceback. It creates the jti ledger as well, so no two workers create it.
+    in its own traceback. It creates the jti ledger as well, so no two workers create it. A
+    database an ``admin migrate`` has only half filled is refused: served, it would answer
+    from half the records, and the migration could not finish over the writes.
     """
     for name in planes:
         setting = MEMORY_DB_ENV if name == "memory" else AFFECT_DB_ENV
@@ -132,6 +135,12 @@ def check_stores(settings: Settings, planes: Sequence[str] = PLANES) -> None:
                 f"{setting}: the file cannot be opened as a database ({type(exc).__name__})"
             ) from None
         store.close()
+        location = settings.memory_db if name == "memory" else settings.affect_db
+        if is_postgres(location) and name in unfinished_migrations(location):
+            raise SettingsError(
+                f"{setting}: the database holds an unfinished ratatoskr admin migrate of "
+                f"the {name} plane; run it again to the end, then start the server"
+            )
     # the ledger too: a new file switched to WAL by two booting workers at once is a lock
     # race one of them loses (SQLite answers BUSY at once there, whatever the busy timeout)
     setting = MEMORY_DB_ENV if "memory" in planes else AFFECT_DB_ENV

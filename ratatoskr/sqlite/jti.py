@@ -81,5 +81,11 @@ class JtiLedger:
             sql = "SELECT count(*) FROM jti_ledger WHERE expires_at <= ?"
             return int(conn.execute(sql, (self.clock(),)).fetchall()[0][0])
 
+    def unexpired(self) -> list[tuple[str, float]]:
+        """Every entry whose token can still verify (what a move must carry along)."""
+        with self.db.read() as conn:
+            sql = "SELECT jti, expires_at FROM jti_ledger WHERE expires_at > ? ORDER BY jti"
+            return [(str(j), float(e)) for j, e in conn.execute(sql, (self.clock(),))]
+
     def close(self) -> None:
         self.db.close()

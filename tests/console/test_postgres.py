@@ -67,7 +67,7 @@ def test_a_start_on_no_database_does_not_print_the_password(
     empty = _with_password(postgres_schema("console_none"))
     assert main(["admin", "ui", "--port", "0", "--memory-db", empty, "--affect-db", empty]) == 2
     out, err = capsys.readouterr()
-    assert "no database found" in err and "postgres:***@" in err
+    assert "no memory or affect plane in the database at" in err and "postgres:***@" in err
     assert PASSWORD not in out + err
 
 

@@ -8,10 +8,12 @@ run left off, and checks the copy at the end.
 
 from __future__ import annotations
 
+import time
 from typing import Any, cast
 
 import pytest
 
+from ratatoskr.affect.postgres import transfer as affect_transfer
 from ratatoskr.affect.postgres.store import PgAffectStore
 from ratatoskr.affect.store import open_affect_store
 from ratatoskr.core.context import CallContext
@@ -21,6 +23,10 @@ from ratatoskr.memory.store import open_memory_store
 from ratatoskr.ops import migrate as migrate_ops
 from ratatoskr.ops.locations import open_affect, open_ledger, open_memory
 from ratatoskr.ops.stores import Paths, Stores
+from ratatoskr.postgres.probe import component_version
+from ratatoskr.server.app import check_stores
+from ratatoskr.server.settings import SettingsError, load_settings
+from ratatoskr.sqlite.jti import JtiLedger, ledger_beside
 from tests.backends import postgres_schema
 from tests.ops.conftest import CTX, DIM, Files, chunks
 
@@ -77,7 +83,7 @@ def test_migrate_copies_everything_and_the_stores_answer_as_before(
         pg_affect.close()
 
     refused = admin("migrate", "--to", url)
-    assert refused.code == 2 and "already holds memory records" in refused.err
+    assert refused.code == 2 and "this migration finished earlier" in refused.err
 
 
 def test_a_stopped_migration_resumes_after_its_last_batch(files: Files, url: str) -> None:
@@ -143,3 +149,102 @@ def test_every_admin_command_works_against_urls(
     imported = admin("import", "affect", str(lines), "--json")
     assert imported.code == 0, imported.err
     assert admin("get", "affect", "new-1", "--json").json()[0]["kind"] == "state"
+
+
+def _settings(url: str) -> Any:
+    return load_settings(
+        {
+            "RATATOSKR_MEMORY_DB": url,
+            "RATATOSKR_AFFECT_DB": url,
+            "RATATOSKR_MEMORY_EMBEDDING_DIM": str(DIM),
+            "RATATOSKR_HEIMDALL_KEY": "k" * 32,
+        }
+    )
+
+
+def test_a_migration_stopped_between_planes_resumes_and_nothing_serves_it_meanwhile(
+    filled: Files, url: str, admin: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    class Stop(Exception):
+        pass
+
+    def stopped(*args: Any) -> Any:
+        raise Stop  # the run dies the moment the memory plane is done
+
+    paths = Paths(str(filled.memory), str(filled.affect))
+    with monkeypatch.context() as patch:
+        patch.setattr(affect_transfer, "batches", stopped)
+        with Stores(paths) as stores, pytest.raises(Stop):
+            migrate_ops.migrate(stores, url)
+
+    # half a deployment: the memory plane complete, the affect plane empty
+    with pytest.raises(SettingsError, match="unfinished ratatoskr admin migrate"):
+        check_stores(_settings(url))
+    with monkeypatch.context() as env:
+        env.setenv("RATATOSKR_MEMORY_DB", url)
+        env.setenv("RATATOSKR_AFFECT_DB", url)
+        checked = admin("check", "--json")
+        assert checked.code == 1
+        assert checked.json()["planes"]["memory"]["problems"] == []
+        assert "has not finished" in checked.json()["planes"]["affect"]["problems"][-1]
+
+    again = admin("migrate", "--to", url, "--json")
+    assert again.code == 0, again.err
+    report = again.json()
+    assert report["planes"]["memory"] == {
+        "source": str(filled.memory),
+        "copied": 0,  # finished by the first run, checked again
+        "rows": report["planes"]["memory"]["rows"],
+        "checked": True,
+    }
+    assert report["planes"]["affect"]["copied"] == 100 and report["ok"] is True
+    check_stores(_settings(url))  # whole now: a server may start
+    finished = admin("migrate", "--to", url)
+    assert finished.code == 2 and "this migration finished earlier" in finished.err
+
+
+def test_the_tokens_used_before_the_move_stay_used_after_it(filled: Files, url: str) -> None:
+    now = time.time()
+    ledger = JtiLedger(ledger_beside(str(filled.memory)))
+    assert ledger.claim("used-before", now + 600)
+    assert ledger.claim("long-expired", now - 5)  # its token can no longer verify anyway
+    ledger.close()
+
+    with Stores(Paths(str(filled.memory), str(filled.affect))) as stores:
+        assert migrate_ops.migrate(stores, url)["jti"] == 1
+
+    moved = open_ledger(url)  # the ledger a server on the database claims tokens in
+    try:
+        assert moved.claim("used-before", now + 600) is False  # a replay, refused
+        assert moved.claim("long-expired", now + 600) is True
+    finally:
+        moved.close()
+
+
+def test_a_plane_missing_from_the_named_database_is_an_error_not_left_out(
+    filled: Files, url: str, admin: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a mistyped source file stops the migration before the target is touched
+    refused = admin("migrate", "--affect-db", str(filled.dir / "afect.db"), "--to", url)
+    assert refused.code == 2 and "afect.db" in refused.err
+    assert component_version(url, "memory") is None
+
+    monkeypatch.delenv("RATATOSKR_AFFECT_DB")
+    monkeypatch.chdir(filled.dir)  # no ./data/affect.db: the memory plane alone moves
+    ran = admin("migrate", "--to", url, "--json")
+    assert ran.code == 0, ran.err
+    assert set(ran.json()["planes"]) == {"memory"}
+
+    monkeypatch.setenv("RATATOSKR_MEMORY_DB", url)
+    monkeypatch.setenv("RATATOSKR_AFFECT_DB", url)  # a database holding no affect plane
+    for command in (
+        ("check",),
+        ("stats",),
+        ("prune",),
+        ("backup", "--to", str(filled.dir / "copy")),
+        ("erase", "--scope", "tenant=acme", "--yes"),
+    ):
+        out = admin(*command)
+        assert out.code == 2, command
+        assert "no affect plane in the database at" in out.err, command
+    assert admin("list", "memory", "--scope", "tenant=acme", "--json").json()["records"]
