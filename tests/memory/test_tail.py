@@ -246,7 +246,9 @@ def test_a_regroup_builds_its_copy_in_the_arrays_the_last_one_replaced(tmp_path:
     for regroups in (1, 2):
         with holding("regroup-released", worker) as released:
             with holding("regroup-built", worker) as built:
-                pair.write(100, rewrite=40, delete=100)  # about as many rows as before
+                # the deletes commit after the rest: fewer than a regroup's minimum, so a
+                # worker that regroups between the two commits has no second regroup due
+                pair.write(100, rewrite=40, delete=memory_mirror.REGROUP_MIN - 2)
                 pair.agree()  # searched: a regroup is due
                 assert built.reached.wait(30)
                 replaced.append(ours.mirror.matrix)  # the rows this regroup replaces
