@@ -12,6 +12,7 @@ import base64
 import binascii
 import hashlib
 import hmac
+import math
 import os
 import threading
 import time
@@ -139,6 +140,8 @@ def _number(claims: Mapping[str, Any], name: str) -> float:
     value = claims.get(name)
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise InvalidToken(f"the token's {name} must be a number")
+    if not math.isfinite(value):  # NaN compares false with every bound: never expires
+        raise InvalidToken(f"the token's {name} must be a finite number")
     return float(value)
 
 

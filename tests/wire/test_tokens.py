@@ -168,6 +168,10 @@ def test_each_required_claim_missing(client: TestClient, claim: str) -> None:
         {"body_sha256": "00"},
         {"iat": "yesterday"},
         {"exp": True},
+        {"iat": float("nan")},  # every comparison with NaN is false: it would never expire
+        {"exp": float("nan")},
+        {"exp": float("inf")},
+        {"nbf": float("nan")},
     ],
 )
 def test_malformed_claims(client: TestClient, override: dict[str, Any]) -> None:
@@ -263,6 +267,17 @@ def test_keys_come_from_the_settings(tmp_path: Path) -> None:
     ring = load_keyring({KEY_FILE_ENV: str(key_file), KEYS_FILE_ENV: str(keys_file)})
     assert ring.key_for(None) == b"z" * 32
     assert ring.key_for("k1") == b"x" * 32
+
+
+def test_an_empty_keys_file_is_refused_not_replaced_by_the_development_key(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "heimdall.key").write_bytes(b"d" * 32)
+    keys_file = tmp_path / "keys.json"
+    keys_file.write_bytes(b"{}")
+    with pytest.raises(ValueError, match=f"{KEYS_FILE_ENV} names a file that holds no key"):
+        load_keyring({KEYS_FILE_ENV: str(keys_file)}, cwd=tmp_path)
 
 
 def test_default_key_file_in_data(tmp_path: Path) -> None:
