@@ -53,9 +53,17 @@ def check_location(location: str) -> str:
     return location
 
 
+def _secret(key: str) -> bool:
+    """Whether a libpq connection parameter holds a secret (or may: an unknown one
+    named like one)."""
+    name = unquote(key).lower()
+    return any(word in name for word in ("password", "secret", "token"))
+
+
 def masked(url: str) -> str:
-    """``url`` with any password replaced by ``***`` (in the authority and in a
-    ``password=`` query parameter), for logs and messages."""
+    """``url`` with any password replaced by ``***`` (in the authority and in every
+    query parameter that holds a secret: ``password``, ``sslpassword``,
+    ``oauth_client_secret``, ...), for logs and messages."""
     if not is_postgres_url(url):
         return url
     try:
@@ -68,7 +76,7 @@ def masked(url: str) -> str:
         user, has_password, _ = userinfo.partition(":")
         netloc = f"{user}:{MASK}@{host}" if has_password else f"{user}@{host}"
     query = "&".join(
-        f"{k}={MASK}" if unquote(k).lower() == "password" else f"{k}={v}" if sep else k
+        f"{k}={MASK}" if _secret(k) else f"{k}={v}" if sep else k
         for k, sep, v in (p.partition("=") for p in parts.query.split("&") if p)
     )
     rebuilt = f"{parts.scheme}://{netloc}{parts.path}"

@@ -91,6 +91,8 @@ def _read_keys_file(path: str) -> dict[str, bytes]:
         isinstance(kid, str) and kid and isinstance(key, str) for kid, key in parsed.items()
     ):
         raise ValueError(f"{KEYS_FILE_ENV} is not a JSON object from kid to key")
+    if not parsed:  # a key file emptied by mistake must not fall back to a development key
+        raise ValueError(f"{KEYS_FILE_ENV} names a file that holds no key")
     return {kid: key.encode() for kid, key in parsed.items()}
 
 

@@ -74,6 +74,11 @@ def test_a_url_is_named_with_its_password_masked() -> None:
         "postgres://u@h/db?password=***&host=/run"
     )
     assert masked("postgresql://h/db") == "postgresql://h/db"
+    assert masked(
+        "postgresql://u@h/db?sslpassword=k3y&oauth_client_secret=c5&Pass%77ord=p&sslmode=require"
+    ) == (
+        "postgresql://u@h/db?sslpassword=***&oauth_client_secret=***&Pass%77ord=***&sslmode=require"
+    )
 
 
 def test_serve_refuses_an_unreachable_database_naming_the_variable(tmp_path: Path) -> None:
