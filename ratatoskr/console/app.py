@@ -74,7 +74,9 @@ def _route(console: Console, method: str, path: str, name: str) -> Route:
     return Route(path, endpoint, methods=[method], name=name)
 
 
-def create_console_app(stores: Stores, secret: Secret, *, operator: str) -> Starlette:
+def create_console_app(
+    stores: Stores, secret: Secret, *, operator: str, hosts: frozenset[str] | None = None
+) -> Starlette:
     console = Console(stores, secret, operator)
     files = static_files()
 
@@ -86,4 +88,4 @@ def create_console_app(stores: Stores, secret: Secret, *, operator: str) -> Star
 
     routes = [_route(console, *row) for row in ROUTES]
     routes.append(Route("/static/{name}", static, methods=["GET"], name="static"))
-    return Starlette(routes=routes, middleware=[Middleware(Guard, secret=secret)])
+    return Starlette(routes=routes, middleware=[Middleware(Guard, secret=secret, hosts=hosts)])

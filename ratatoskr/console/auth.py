@@ -15,7 +15,7 @@ import hmac
 import secrets
 from dataclasses import dataclass
 from http.cookies import SimpleCookie
-from urllib.parse import parse_qsl, urlencode
+from urllib.parse import parse_qsl, quote, urlencode
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -64,6 +64,26 @@ class Secret:
         return f"{self.cookie}={self.value}; HttpOnly; SameSite=Strict; Path=/".encode()
 
 
+def local_path(path: str) -> str:
+    """``path`` as a redirect that stays on this console: ``//host/x`` or ``/\\host/x``
+    would send the browser to another host."""
+    return quote("/" + path.lstrip("/\\"), safe="/:@!$&'()*+,;=-._~")
+
+
+def loopback_hosts(host: str, port: int) -> frozenset[str]:
+    """The Host headers a console bound to loopback ``host`` at ``port`` answers."""
+    names = {
+        "127.0.0.1",
+        "localhost",
+        "[::1]",
+        host.lower() if ":" not in host else f"[{host.strip('[]')}]",
+    }
+    hosts = {f"{name}:{port}" for name in names}
+    if port == 80:
+        hosts |= names
+    return frozenset(hosts)
+
+
 def _headers(scope: Scope) -> dict[str, str]:
     return {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
 
@@ -93,15 +113,20 @@ async def _plain(send: Send, status: int, text: str, extra: list[tuple[bytes, by
 class Guard:
     """ASGI middleware in front of every route, static files included."""
 
-    def __init__(self, app: ASGIApp, secret: Secret) -> None:
+    def __init__(self, app: ASGIApp, secret: Secret, hosts: frozenset[str] | None = None) -> None:
         self.app = app
         self.secret = secret
+        self.hosts = hosts  # the Host headers a loopback console answers; None: any
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         headers = _headers(scope)
+        if self.hosts is not None and headers.get("host", "").lower() not in self.hosts:
+            # a page on another site that had its name point at 127.0.0.1 (DNS rebinding)
+            await _plain(send, 421, "this console answers only on its own address", [])
+            return
         query = parse_qsl(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True)
         given = [v for k, v in query if k == TOKEN_PARAM]
         method = scope["method"]
@@ -112,7 +137,7 @@ class Guard:
             if method in SAFE_METHODS:
                 # keep the secret in the cookie only: the same page again, without it
                 rest = urlencode([(k, v) for k, v in query if k != TOKEN_PARAM])
-                location = scope["path"] + (f"?{rest}" if rest else "")
+                location = local_path(scope["path"]) + (f"?{rest}" if rest else "")
                 cookie = (b"set-cookie", self.secret.set_cookie_header())
                 await _plain(
                     send, 303, "see " + location, [(b"location", location.encode()), cookie]

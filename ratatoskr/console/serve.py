@@ -19,7 +19,7 @@ import sys
 import uvicorn
 
 from ratatoskr.console.app import create_console_app
-from ratatoskr.console.auth import TOKEN_PARAM, Secret
+from ratatoskr.console.auth import TOKEN_PARAM, Secret, loopback_hosts
 from ratatoskr.ops.stores import Stores
 from ratatoskr.server.logs import configure_logging, logging_config
 from ratatoskr.server.settings import LOG_FORMAT_ENV, LOG_FORMATS, LOG_LEVEL_ENV, LOG_LEVELS
@@ -82,7 +82,9 @@ def serve(
     bound = int(sock.getsockname()[1])
     secret = Secret.fresh(bound)
     who = operator or getpass.getuser()
-    app = create_console_app(stores, secret, operator=who)
+    # on loopback only the console's own names: a rebinding site's name is refused
+    hosts = None if warning is not None else loopback_hosts(host, bound)
+    app = create_console_app(stores, secret, operator=who, hosts=hosts)
     level = _setting(LOG_LEVEL_ENV, "info", LOG_LEVELS)
     log_format = _setting(LOG_FORMAT_ENV, "json", LOG_FORMATS)
     configure_logging(level, log_format)

@@ -84,6 +84,29 @@ def test_the_secret_moves_from_the_url_into_a_strict_cookie(console: ConsoleProc
         assert f'<meta name="csrf-token" content="{csrf}">' in page.text
 
 
+def test_the_login_redirect_stays_on_the_console(console: ConsoleProcess) -> None:
+    with httpx.Client(base_url=console.base, follow_redirects=False) as client:
+        for path in ("//evil.example/", "/%5Cevil.example/", "/%2F%2Fevil.example/x"):
+            sent = client.get(f"{console.base}{path}?token={console.secret}")
+            assert sent.status_code == 303, path
+            location = sent.headers["location"]
+            assert location.startswith("/") and location[1:2] not in ("/", "\\"), location
+
+
+def test_a_foreign_host_name_is_refused(console: ConsoleProcess) -> None:
+    """A site whose name was made to point at 127.0.0.1 (DNS rebinding) reaches the
+    console with its own name in ``Host``: refused before the secret is even looked at."""
+    cookies = {console.cookie: console.secret}
+    with httpx.Client(base_url=console.base, follow_redirects=False, cookies=cookies) as client:
+        for host in ("evil.example", f"evil.example:{console.port}", "127.0.0.1:1"):
+            sent = client.get("/", headers={"host": host})
+            assert sent.status_code == 421, host
+            login = client.get("/", params={"token": console.secret}, headers={"host": host})
+            assert login.status_code == 421 and "set-cookie" not in login.headers
+        for host in (f"127.0.0.1:{console.port}", f"localhost:{console.port}"):
+            assert client.get("/", headers={"host": host}).status_code == 200
+
+
 def test_a_mutating_request_needs_the_header(console: ConsoleProcess) -> None:
     csrf = Secret(console.secret, console.cookie).csrf
     cookies = {console.cookie: console.secret}
