@@ -4,7 +4,8 @@ signed cursors. A backend supplies how one statement runs (``_fetch``) and its c
 
 Scoped reads filter in SQL (``WHERE`` over the axis columns) before ``LIMIT``, never after,
 and page by keyset (``(at_us, id)`` for events, ``id`` for states), so concurrent writes
-neither skip nor repeat an item.
+neither skip nor repeat an item. A walk ends at the last item its filter admitted when it
+began (its cursors carry that end), so it ends even while writers add items past it.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import orjson
 
 from ratatoskr.affect import rules
 from ratatoskr.core.context import CallContext
-from ratatoskr.core.cursors import CursorCodec
+from ratatoskr.core.cursors import CursorCodec, SortKey, make_walk, open_walk
 from ratatoskr.core.scope import contains
 from ratatoskr.core.sql_dialect import SqlDialect
 
@@ -50,11 +51,16 @@ class AffectReads:
         """The read half of ``list``: ``call`` is validated and already confined."""
         sql = self.SQL
         tag = rules.cursor_tag("list", call)
-        condition, params = sql.scope_condition(call.scope_all, call.scope_any)
-        args: list[Any] = list(params)
+        admits, params = sql.scope_condition(call.scope_all, call.scope_any)
+        condition, args = admits, list(params)
+        end: SortKey | None = None
         if call.cursor is not None:
+            after, end = open_walk(self.cursors, call.cursor, tag, (str,))
             condition += f" AND id > {sql.param}"
-            args.append(sql.bind(str(self.cursors.open(call.cursor, tag, (str,)).key[0])))
+            args.append(sql.bind(str(after[0])))
+            if end is not None:
+                condition += f" AND id <= {sql.param}"
+                args.append(sql.bind(str(end[0])))
         rows = self._fetch(
             "SELECT id, revision, record_json FROM affect_states "
             f"WHERE {condition} ORDER BY id LIMIT {sql.param}",
@@ -62,28 +68,45 @@ class AffectReads:
         )
         page = rows[: call.limit]
         more = len(rows) > call.limit
+        if more and end is None:  # the walk's first page: it ends at the last id admitted now
+            last = self._fetch(
+                f"SELECT id FROM affect_states WHERE {admits} ORDER BY id DESC LIMIT 1", params
+            )
+            end = (sql.text(last[0][0]),)
         return {
             "records": [rules.with_revision(orjson.loads(r), rev) for _, rev, r in page],
-            "next_cursor": self.cursors.make(tag, (sql.text(page[-1][0]),)) if more else None,
+            "next_cursor": (
+                make_walk(self.cursors, tag, (sql.text(page[-1][0]),), end)
+                if more and end is not None
+                else None
+            ),
         }
 
     def read_events_parsed(self, call: rules.ListCall) -> dict[str, Any]:
         """The read half of ``read_events``: ``call`` is validated and already confined."""
         sql = self.SQL
         tag = rules.cursor_tag("read_events", call)
-        condition, params = sql.scope_condition(call.scope_all, call.scope_any)
-        args: list[Any] = list(params)
+        admits, params = sql.scope_condition(call.scope_all, call.scope_any)
+        admit_args: list[Any] = list(params)
         if call.since_us is not None:
-            condition += f" AND at_us >= {sql.param}"
-            args.append(call.since_us)
+            admits += f" AND at_us >= {sql.param}"
+            admit_args.append(call.since_us)
         if call.until_us is not None:
-            condition += f" AND at_us < {sql.param}"
-            args.append(call.until_us)
+            admits += f" AND at_us < {sql.param}"
+            admit_args.append(call.until_us)
+        condition, args = admits, list(admit_args)
+        before, beyond = ("<", ">=") if call.descending else (">", "<=")
+        end: SortKey | None = None
         if call.cursor is not None:
-            after = self.cursors.open(call.cursor, tag, (int, str), descending=call.descending)
-            condition += f" AND (at_us, id) {'<' if call.descending else '>'} ({sql.params(2)})"
-            args.extend([after.key[0], sql.bind(str(after.key[1]))])
-        direction = "DESC" if call.descending else "ASC"
+            after, end = open_walk(
+                self.cursors, call.cursor, tag, (int, str), descending=call.descending
+            )
+            condition += f" AND (at_us, id) {before} ({sql.params(2)})"
+            args.extend([after[0], sql.bind(str(after[1]))])
+            if end is not None:
+                condition += f" AND (at_us, id) {beyond} ({sql.params(2)})"
+                args.extend([end[0], sql.bind(str(end[1]))])
+        direction, backwards = ("DESC", "ASC") if call.descending else ("ASC", "DESC")
         rows = self._fetch(
             f"SELECT at_us, id, record_json FROM affect_events WHERE {condition} "
             f"ORDER BY at_us {direction}, id {direction} LIMIT {sql.param}",
@@ -91,12 +114,24 @@ class AffectReads:
         )
         page = rows[: call.limit]
         more = len(rows) > call.limit
-        last = page[-1] if page else None
+        if more and end is None:  # the walk's first page: it ends at the last event admitted now
+            last = self._fetch(
+                f"SELECT at_us, id FROM affect_events WHERE {admits} "
+                f"ORDER BY at_us {backwards}, id {backwards} LIMIT 1",
+                admit_args,
+            )
+            end = (int(last[0][0]), sql.text(last[0][1]))
         return {
             "events": [orjson.loads(r) for _, _, r in page],
             "next_cursor": (
-                self.cursors.make(tag, (last[0], sql.text(last[1])), descending=call.descending)
-                if more and last is not None
+                make_walk(
+                    self.cursors,
+                    tag,
+                    (page[-1][0], sql.text(page[-1][1])),
+                    end,
+                    descending=call.descending,
+                )
+                if more and end is not None
                 else None
             ),
         }

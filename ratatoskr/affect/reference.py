@@ -19,7 +19,7 @@ from ratatoskr.affect import rules
 from ratatoskr.affect.calls import AffectCalls
 from ratatoskr.core import reference_records
 from ratatoskr.core.context import CallContext
-from ratatoskr.core.cursors import SECRET_BYTES, CursorCodec
+from ratatoskr.core.cursors import SECRET_BYTES, CursorCodec, SortKey, make_walk, open_walk
 from ratatoskr.core.errors import (
     EventConflict,
     IdempotencyConflict,
@@ -97,21 +97,29 @@ class ReferenceAffectStore(AffectCalls):
     def list_parsed(self, call: rules.ListCall) -> dict[str, Any]:
         tag = rules.cursor_tag("list", call)
         after = ""  # every id is longer than the empty string
+        end: SortKey | None = None
         if call.cursor is not None:
-            after = str(self.cursors.open(call.cursor, tag, (str,)).key[0])
+            key, end = open_walk(self.cursors, call.cursor, tag, (str,))
+            after = str(key[0])
         admitted = sorted(
             sid
             for sid, s in self.states.items()
             if matches(s.scope, call.scope_all, call.scope_any) and sid > after
         )
+        if end is None and admitted:
+            end = (admitted[-1],)
+        if end is not None:
+            admitted = [sid for sid in admitted if sid <= str(end[0])]
         page = admitted[: call.limit]
-        more = len(admitted) > call.limit
+        more = len(admitted) > call.limit and end is not None
         return {
             "records": [
                 rules.with_revision(copy.deepcopy(self.states[s].record), self.states[s].revision)
                 for s in page
             ],
-            "next_cursor": self.cursors.make(tag, (page[-1],)) if more else None,
+            "next_cursor": (
+                make_walk(self.cursors, tag, (page[-1],), end) if more and end is not None else None
+            ),
         }
 
     # -- events ------------------------------------------------------------------------
@@ -147,22 +155,33 @@ class ReferenceAffectStore(AffectCalls):
 
     def read_events_parsed(self, call: rules.ListCall) -> dict[str, Any]:
         tag = rules.cursor_tag("read_events", call)
-        after = None
-        if call.cursor is not None:
-            after = self.cursors.open(call.cursor, tag, (int, str), descending=call.descending)
         keyed = sorted(
             ((e.at_us or 0, e.id) for e in self._admitted_events(call)),
             reverse=call.descending,
         )
-        if after is not None:
-            pivot = (int(after.key[0]), str(after.key[1]))
-            keyed = [k for k in keyed if (k < pivot if call.descending else k > pivot)]
+
+        def past(k: tuple[int, str], pivot: tuple[int, str]) -> bool:
+            return k < pivot if call.descending else k > pivot
+
+        end: SortKey | None = None
+        if call.cursor is not None:
+            key, end = open_walk(
+                self.cursors, call.cursor, tag, (int, str), descending=call.descending
+            )
+            keyed = [k for k in keyed if past(k, (int(key[0]), str(key[1])))]
+        if end is None and keyed:
+            end = keyed[-1]
+        if end is not None:
+            last = (int(end[0]), str(end[1]))
+            keyed = [k for k in keyed if not past(k, last)]
         page = keyed[: call.limit]
-        more = len(keyed) > call.limit
+        more = len(keyed) > call.limit and end is not None
         return {
             "events": [copy.deepcopy(self.events[i].record) for _, i in page],
             "next_cursor": (
-                self.cursors.make(tag, page[-1], descending=call.descending) if more else None
+                make_walk(self.cursors, tag, page[-1], end, descending=call.descending)
+                if more and end is not None
+                else None
             ),
         }
 

@@ -1,6 +1,7 @@
 """Opaque, tamper-evident keyset cursors, shared by every paged read.
 
-A cursor names the last item a page returned (its sort key) and the direction of travel,
+A cursor names the last item a page returned (its sort key), the walk's end (the last item
+its filter admitted when the walk began: ``open_walk``) and the direction of travel,
 bound to the filter it was made for, and signed with a secret each backend keeps in the
 database itself (``sqlite.cursors``), so every worker process of one store accepts the
 cursors of the others. Because the next
@@ -10,7 +11,7 @@ and ends. Nothing in a cursor is secret (ids are visible to its holder anyway); 
 only makes it unforgeable.
 
 Wire form: ``base64url(payload) "." base64url(mac)``, where ``payload`` is the compact JSON
-``[version, filter_tag, direction, key]`` and ``mac`` is HMAC-SHA256 over the payload bytes.
+``[version, filter_tag, direction, key + end]`` and ``mac`` is HMAC-SHA256 over the payload bytes.
 """
 
 from __future__ import annotations
@@ -32,9 +33,9 @@ SortKey = tuple[str | int, ...]
 VERSION = 1
 SECRET_BYTES = 32
 SECRET_META_KEY = "cursor_secret"
-# the longest cursor a key can make: an id of 512 control characters, six JSON bytes each,
-# in base64 (about 4,240 characters), with room to spare
-MAX_CURSOR_CHARS = 8192
+# the longest cursor a walk can make: its key and its end, each an id of 512 control
+# characters, six JSON bytes each, in base64 (about 8,300 characters), with room to spare
+MAX_CURSOR_CHARS = 12288
 _TAG_BYTES = 12
 _INVALID = "cursor is not one this store made for this filter"
 
@@ -131,3 +132,28 @@ def _unb64(text: str) -> bytes:
     if _b64(raw) != text:  # refuse non-canonical encodings (stray bits, padding)
         raise ValueError("not canonical base64url")
     return raw
+
+
+def open_walk(
+    codec: CursorCodec,
+    cursor: Any,
+    tag: str,
+    shape: Sequence[type],
+    *,
+    descending: bool = False,
+) -> tuple[SortKey, SortKey | None]:
+    """The key the next page starts after, and the walk's end: the last item the filter
+    admitted when the walk began, so a walk ends even while writers add items past it
+    faster than it pages. A cursor made before cursors carried an end has none (None)."""
+    try:
+        key = codec.open(cursor, tag, (*shape, *shape), descending=descending).key
+    except InvalidArguments:
+        return codec.open(cursor, tag, shape, descending=descending).key, None
+    return key[: len(shape)], key[len(shape) :]
+
+
+def make_walk(
+    codec: CursorCodec, tag: str, key: SortKey, end: SortKey, *, descending: bool = False
+) -> str:
+    """The cursor resuming strictly after ``key`` and ending at ``end`` (``open_walk``)."""
+    return codec.make(tag, (*key, *end), descending=descending)

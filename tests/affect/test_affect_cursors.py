@@ -11,7 +11,7 @@ import pytest
 
 from ratatoskr.affect.reference import ReferenceAffectStore
 from ratatoskr.affect.store import RatatoskrAffectStore, open_affect_store
-from ratatoskr.core.cursors import CursorCodec, filter_tag
+from ratatoskr.core.cursors import CursorCodec, filter_tag, make_walk, open_walk
 from ratatoskr.core.errors import InvalidArguments
 from tests.affect.helpers import T1, T2, FakeClock, append, ctx, event, put, state, walk
 
@@ -289,3 +289,51 @@ def test_reference_paging_while_another_caller_writes(clock: FakeClock) -> None:
         f"s{(t * 4 + 2) % 60:03}" for t in range(len(ids))
     }
     assert survivors <= set(ids)
+
+
+def test_a_walk_ends_while_writers_add_past_it_faster_than_it_pages(store: Any) -> None:
+    """Each page sees more new items past the walk than it returns; the walk still ends,
+    at the last item its filter admitted when it began, having visited each one once."""
+    put(store, [state(f"m{i:02}") for i in range(20)], "seed-states")
+    append(store, [event(f"e{i:02}", f"2026-01-01T00:00:{i:02}Z") for i in range(20)], "seed")
+    turn = iter(range(1000))
+
+    def more_states() -> None:
+        t = next(turn)
+        put(store, [state(f"z{t:03}-{k}") for k in range(5)], f"s{t}")
+
+    def later_and_earlier_events() -> None:
+        t = next(turn)
+        # past either end of any walk begun before: later than every event, or earlier
+        fresh = [event(f"late{t:03}-{k}", f"{2100 + t}-01-01T00:00:{k:02}Z") for k in range(5)]
+        fresh += [event(f"early{t:03}-{k}", f"{1900 - t}-01-01T00:00:{k:02}Z") for k in range(5)]
+        append(store, fresh, f"a{t}")
+
+    def bounded(read: Callable[..., dict[str, Any]], items: int) -> Callable[..., Any]:
+        pages = iter(range(items // 3 + 1))  # pages of 3, and the last one
+
+        def run(cursor: str | None) -> dict[str, Any]:
+            assert next(pages, None) is not None, "the walk went past what was there"
+            return read(cursor=cursor)
+
+        return run
+
+    there = [r["id"] for r in store.list(limit=500)["records"]]
+    read = bounded(lambda cursor: store.list(limit=3, cursor=cursor), len(there))
+    seen, _ = _walk_with(read, "records", more_states)
+    assert [r["id"] for r in seen] == there
+    for order in ("asc", "desc"):
+        there = [e["id"] for e in store.read_events(limit=1000, order=order)["events"]]
+        read = bounded(
+            lambda cursor, o=order: store.read_events(limit=3, cursor=cursor, order=o), len(there)
+        )
+        seen, _ = _walk_with(read, "events", later_and_earlier_events)
+        assert [e["id"] for e in seen] == there
+
+
+def test_a_cursor_made_before_walks_carried_an_end_still_pages() -> None:
+    codec = CursorCodec(SECRET)
+    tag = filter_tag("affect.list", {})
+    assert open_walk(codec, codec.make(tag, ("m05",)), tag, (str,)) == (("m05",), None)
+    made = make_walk(codec, tag, ("m05",), ("m19",))
+    assert open_walk(codec, made, tag, (str,)) == (("m05",), ("m19",))
