@@ -323,7 +323,6 @@ def test_the_sort_cut_keeps_the_partition_cut() -> None:
         [float("nan")] + [1.0] * (DIM - 1),
         [1e39] + [1.0] * (DIM - 1),
         [0.0] * DIM,
-        [1e-50] * DIM,
         [0.5] * (DIM - 1),
         "not a list",
         (0.5,) * DIM,
@@ -340,3 +339,14 @@ def test_the_query_check_answers_as_check_vector(vector: Any) -> None:
     except InvalidArguments as exc:
         got = str(exc)
     assert got == expected
+
+
+@pytest.mark.parametrize("scale", [1e-31, 1e-44, 1e-50, 1e-300])
+def test_a_query_too_small_for_float32_is_checked_at_unit_scale(scale: float) -> None:
+    """Where float32 would lose the direction (or round it to zero), the query is divided
+    by its largest value in float64 first: the same float32 vector as the direction sent
+    at unit scale."""
+    direction = [1.0, -0.5, 0.25, 0.125] + [0.0] * (DIM - 4)
+    tiny = [scale * x for x in direction]
+    unit = rules.check_vector(direction, DIM, "vector")[0]
+    assert rules.check_query(tiny, DIM).tobytes() == unit.tobytes()

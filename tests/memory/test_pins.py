@@ -271,14 +271,21 @@ def test_scores_stay_within_one_whatever_the_query_scale(store: RatatoskrMemoryS
             hits = store.search([sign * x for x in v], top_k=3)
             assert all(-1.0 <= h["score"] <= 1.0 for h in hits), (cid, sign)
             assert sign < 0 or cid in [h["chunk_id"] for h in hits]
-    for scale in (1e-40, 1e-30, 1e30, 1e37):
-        for cid in ("r01", "r02"):
+    # below 1e-38 float32 keeps fewer digits, at 1e-45 none: the query is scaled first
+    for scale in (1e-50, 1e-44, 1e-40, 1e-30, 1e30, 1e37):
+        for cid in ("r01", "r02", "r03"):
             query = [scale * x for x in vectors[cid]]
             scopes: list[list[dict[str, str]] | None] = [None, [{}]]
             for scope_any in scopes:  # the whole store, and a scoped cut
-                hits = store.search(query, top_k=3, scope_any=scope_any)
+                unit = store.search(vectors[cid], top_k=10, scope_any=scope_any)
+                hits = store.search(query, top_k=10, scope_any=scope_any)
                 assert hits[0]["chunk_id"] == cid and hits[0]["score"] > 0.9999, (scale, cid)
                 assert all(-1.0 <= h["score"] <= 1.0 for h in hits)
+                assert [h["chunk_id"] for h in hits] == [h["chunk_id"] for h in unit]
+                for got, want in zip(hits, unit, strict=True):
+                    assert got["score"] == pytest.approx(want["score"], abs=1e-6), scale
+    with pytest.raises(InvalidArguments, match="all zero"):
+        store.search([0.0] * DIM, top_k=3)
 
 
 def test_many_ties_at_the_cut_come_back_exactly(store: RatatoskrMemoryStore) -> None:
