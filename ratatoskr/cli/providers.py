@@ -12,7 +12,22 @@ import sys
 from ratatoskr.cli.serve import dev_key_banner
 
 
-def _serve_one(plane: str) -> int:
+def _usage(plane: str) -> str:
+    return (
+        f"usage: ratatoskr-{plane}-provider\n\n"
+        f"Serve the {plane} plane alone in one process (plain uvicorn), configured by the\n"
+        "same RATATOSKR_* environment variables as `ratatoskr serve` (see the README).\n"
+        "It takes no arguments; in production use `ratatoskr serve`."
+    )
+
+
+def _serve_one(plane: str, argv: list[str]) -> int:
+    if argv:
+        asked = argv[0] in ("-h", "--help")
+        print(_usage(plane), file=sys.stdout if asked else sys.stderr)
+        if not asked:
+            print(f"ratatoskr-{plane}-provider: takes no arguments", file=sys.stderr)
+        return 0 if asked else 2
     import uvicorn
 
     from ratatoskr.server.app import check_stores, create_app
@@ -28,7 +43,8 @@ def _serve_one(plane: str) -> int:
         print(f"ratatoskr-{plane}-provider: {exc}", file=sys.stderr)
         return 2
     if settings.dev_key_file is not None:
-        print(dev_key_banner(str(settings.dev_key_file), settings.dev_key_generated), flush=True)
+        banner = dev_key_banner(str(settings.dev_key_file), settings.dev_key_generated)
+        print(banner, file=sys.stderr, flush=True)  # stdout carries JSON log lines only
     configure_logging(settings.log_level, settings.log_format)
     app = create_app(settings, planes=(plane,))
     uvicorn.run(
@@ -43,8 +59,8 @@ def _serve_one(plane: str) -> int:
 
 
 def memory_provider_main() -> None:
-    raise SystemExit(_serve_one("memory"))
+    raise SystemExit(_serve_one("memory", sys.argv[1:]))
 
 
 def affect_provider_main() -> None:
-    raise SystemExit(_serve_one("affect"))
+    raise SystemExit(_serve_one("affect", sys.argv[1:]))

@@ -25,7 +25,7 @@ from starlette.types import Receive, Scope, Send
 from ratatoskr.affect.verbs import affect_plane
 from ratatoskr.core.errors import Unavailable
 from ratatoskr.memory.verbs import memory_plane
-from ratatoskr.ops.locations import is_postgres, ledger_location, open_affect, open_memory
+from ratatoskr.ops.locations import is_postgres, open_affect, open_memory
 from ratatoskr.ops.locations import open_ledger as open_ledger_at
 from ratatoskr.postgres.probe import unfinished_migrations
 from ratatoskr.server.metrics import CONTENT_TYPE, Metrics
@@ -63,13 +63,6 @@ class OpenStores:
         for closer in reversed(self.closers):
             closer.close()
         self.closers.clear()
-
-
-def ledger_path(settings: Settings, planes: Sequence[str]) -> str:
-    """The jti ledger every worker (and, on PostgreSQL, every server) shares: beside the
-    memory plane's file or in its database (where the standalone memory provider keeps it
-    too), or the affect plane's when memory is not served."""
-    return ledger_location(settings.memory_db if "memory" in planes else settings.affect_db)
 
 
 def open_plane(settings: Settings, name: str) -> tuple[Plane, Any]:
@@ -143,8 +136,7 @@ def check_stores(settings: Settings, planes: Sequence[str] = PLANES) -> None:
             )
     # the ledger too: a new file switched to WAL by two booting workers at once is a lock
     # race one of them loses (SQLite answers BUSY at once there, whatever the busy timeout)
-    setting = MEMORY_DB_ENV if "memory" in planes else AFFECT_DB_ENV
-    location = settings.memory_db if "memory" in planes else settings.affect_db
+    setting, location = MEMORY_DB_ENV, settings.memory_db
     try:
         open_ledger_at(location, database=settings.database, pool=settings.postgres).close()
     except Unavailable as exc:  # PostgreSQL not reachable (the message masks the URL)
@@ -213,7 +205,7 @@ def create_app(
     """The server over ``planes``: names (``memory``, ``affect``) are opened from the settings;
     ``Plane`` objects are served as given and never closed here.
 
-    ``ledger`` is the replay guard: by default a jti ledger beside the first named plane's file
+    ``ledger`` is the replay guard: by default the jti ledger beside the memory plane's file
     (``:memory:`` when every plane is given ready-made); a path opens a ledger there; a guard
     object is used as it is.
     """
@@ -229,10 +221,11 @@ def create_app(
         if ledger is not None and not isinstance(ledger, str):
             return ledger, False
         if ledger is None and names:
-            plane = "memory" if "memory" in names else "affect"
-            location = settings.memory_db if plane == "memory" else settings.affect_db
+            # beside the memory plane's file (or in its database) whichever planes this
+            # process serves: a provider of one plane and a server of both over the same
+            # files share it, so a token is used once across all of them
             return open_ledger_at(
-                location, database=settings.database, pool=settings.postgres
+                settings.memory_db, database=settings.database, pool=settings.postgres
             ), True
         path = ledger if ledger is not None else ":memory:"
         if is_postgres(path):
