@@ -6,19 +6,24 @@ reaches the screen through ``render_get`` alone.
 
 from __future__ import annotations
 
+import shlex
 from typing import Any
 
 import orjson
 from rich import box
 from rich.console import Console
+from rich.measure import Measurement
 from rich.table import Table
 
 from ratatoskr.core.scope import AXES
 
+MAX_TABLE_WIDTH = 100_000
+
 
 def console(*, stderr: bool = False) -> Console:
-    """A console bound at call time (so redirected and captured output both work)."""
-    return Console(stderr=stderr, highlight=False, soft_wrap=False)
+    """A console bound at call time (so redirected and captured output both work). No
+    markup: ids and scope values are stored data, and ``[/]`` in one must print as it is."""
+    return Console(stderr=stderr, highlight=False, soft_wrap=False, markup=False)
 
 
 def emit_json(value: Any) -> None:
@@ -29,6 +34,25 @@ def _table(out: Console, title: str) -> Table:
     """An aligned table under a title line (a table title would wrap to the table's width)."""
     out.print(title)
     return Table(box=box.SIMPLE_HEAD, pad_edge=False)
+
+
+def print_table(out: Console, table: Table) -> None:
+    """``table`` at its natural width when the terminal is narrower: the terminal wraps the
+    lines, but an id or a value stays whole on its line (folded in a cell, it could no
+    longer be copied into the next command)."""
+    natural = Measurement.get(out, out.options.update(width=MAX_TABLE_WIDTH), table).maximum
+    if natural <= out.width:
+        out.print(table)
+        return
+    wide = Console(
+        file=out.file,
+        width=natural,
+        highlight=False,
+        soft_wrap=False,
+        markup=False,
+        color_system=out.color_system,  # type: ignore[arg-type]
+    )
+    wide.print(table)
 
 
 def describe_filter(flt: dict[str, Any]) -> str:
@@ -58,7 +82,7 @@ def render_list(page: dict[str, Any]) -> None:
         row.append("" if item["revision"] is None else str(item["revision"]))
         row.append(item.get(extra) or "")
         table.add_row(*row)
-    out.print(table)
+    print_table(out, table)
     if page["next_cursor"]:
         out.print(
             f"{len(records)} shown; next page: --cursor {page['next_cursor']}", soft_wrap=True
@@ -74,8 +98,10 @@ def render_explore(page: dict[str, Any]) -> None:
     table.add_column("count", justify="right")
     table.add_column("drill down with", overflow="fold")
     for bucket in page["buckets"]:
-        table.add_row(bucket["value"], f"{bucket['count']:,}", f"--narrow {bucket['narrow']}")
-    out.print(table)
+        # quoted for the shell: a value is whatever a writer stored (spaces, $(...), quotes)
+        hint = f"--narrow {shlex.quote(bucket['narrow'])}"
+        table.add_row(bucket["value"], f"{bucket['count']:,}", hint)
+    print_table(out, table)
     out.print(
         f"total {page['total']:,} · missing {page['missing']:,} · "
         f"more buckets {page['more_buckets']:,} · exact counts (truncated: no)"
@@ -104,7 +130,7 @@ def render_counts(title: str, planes: dict[str, dict[str, Any]], note: str) -> N
                 continue
             label = "idempotency entries" if kind == "idempotency" else kind
             table.add_row(plane, label, f"{count:,}")
-    out.print(table)
+    print_table(out, table)
     out.print(note)
 
 
@@ -169,7 +195,7 @@ def render_replication(info: dict[str, Any]) -> None:
             "running" if state["litestream_running"] else "not running",
             str(state["restarts"]),
         )
-    out.print(table)
+    print_table(out, table)
     for name, state in info["files"].items():
         if state["reporting"]:
             out.print(f"{name} -> {state['replica']}", soft_wrap=True)
@@ -186,7 +212,7 @@ def render_restore(report: dict[str, Any]) -> None:
         at = info.get("replicated_at") or "?"
         took = f"{info['seconds']:.1f} s"
         table.add_row(name, info["txid"], at, _bytes(info["bytes"]), took)
-    out.print(table)
+    print_table(out, table)
     for name, info in report["files"].items():
         out.print(f"{name} -> {info['path']}", soft_wrap=True)
     for name in report["skipped"]:

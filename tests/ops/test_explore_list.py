@@ -3,6 +3,7 @@ paging visits every record once and ends."""
 
 from __future__ import annotations
 
+import shlex
 from collections import Counter
 from pathlib import Path
 from typing import Any, cast
@@ -208,3 +209,23 @@ def test_get_checks_its_ids_before_opening_a_database(tmp_path: Path, admin: Any
     assert ran.code == 2
     assert "at most 200 ids" in ran.err
     assert not Path(absent).exists()
+
+
+def test_stored_values_print_as_they_are_and_their_hints_paste_safely(
+    files: Files, admin: Any, tmp_path: Path
+) -> None:
+    """A value is whatever a writer stored: rich markup in it prints literally, and the
+    ``--narrow`` hint explore prints is quoted for the shell (pasted, it runs nothing)."""
+    odd = "$(touch pwned) [/]x 'q'"
+    memory = open_memory_store(str(files.memory), embedding_dim=DIM)
+    record = {**chunks(1)[0], "id": "[/]odd-id", "scope": {"tenant": "acme", "end_user": odd}}
+    memory.upsert_many([record], idempotency_key="odd", ctx=CTX)
+    memory.close()
+    explored = admin("explore", "memory", "--facet", "end_user")
+    assert explored.code == 0, explored.err
+    hint = next(line for line in explored.out.splitlines() if "--narrow" in line)
+    pasted = shlex.split(hint[hint.index("--narrow") :])
+    assert pasted == ["--narrow", f"end_user={odd}"]
+    listed = admin("list", "memory", *pasted)
+    assert listed.code == 0, listed.err
+    assert "[/]odd-id" in listed.out and "1 shown" in listed.out
