@@ -57,9 +57,10 @@ class RecordAdmin:
         """The ids in ``table`` that ``ids`` names or ``flt`` admits (exactly one is given)."""
         raise NotImplementedError
 
-    def _erase_traces(self, conn: Connection, ids: set[str]) -> None:
+    def _erase_traces(self, conn: Connection, ids: set[str], scope: Scope) -> None:
         """Inside erase's transaction: remove what else the plane keeps of the erased ids
-        (SQLite memory: the change log's entries with their scope values); none by default."""
+        and of the erased subject ``scope`` (SQLite memory: the change log's entries with
+        their scope values); none by default."""
 
     def _reclaim_erased(self) -> dict[str, int | bool]:
         """After erase's transaction: free the space that still holds the erased content;
@@ -157,7 +158,7 @@ class RecordAdmin:
                 counts[table.kind] = len(gone)
                 erased.update(gone)
             counts["idempotency"] = self.IDEMPOTENCY.forget_ids(conn, erased)
-            self._erase_traces(conn, erased)
+            self._erase_traces(conn, erased, scope)
             return counts
 
         counts = self._write(erase)

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 import apsw
 
 from ratatoskr.core.record_sql import Table
+from ratatoskr.core.scope import Scope
 from ratatoskr.memory import admin_sql
 from ratatoskr.memory.admin_records import ChunkRecords
 from ratatoskr.sqlite.admin import SqliteAdmin
@@ -27,8 +28,8 @@ class MemoryAdmin(ChunkRecords, SqliteAdmin):
     def _delete(self, conn: apsw.Connection, table: Table, ids: Sequence[str]) -> None:
         self._delete_chunks(conn, ids)
 
-    def _erase_traces(self, conn: apsw.Connection, ids: set[str]) -> None:
-        admin_sql.forget_logged_scopes(conn, ids)
+    def _erase_traces(self, conn: apsw.Connection, ids: set[str], scope: Scope) -> None:
+        admin_sql.forget_logged_scopes(conn, ids, scope)
 
     def _plane_problems(self, conn: apsw.Connection) -> list[str]:
         return admin_sql.vector_problems(conn)

@@ -9,7 +9,9 @@ from collections import Counter
 import apsw
 
 from ratatoskr.core.record_sql import Table
+from ratatoskr.core.scope import Scope
 from ratatoskr.sqlite.database import SchemaError, refuse_other_plane
+from ratatoskr.sqlite.scope_sql import COLUMNS
 
 CHUNKS = Table("chunk", "memory_chunks", "chunk_id", has_revision=True, has_origin=True)
 TABLES = (CHUNKS,)
@@ -55,10 +57,14 @@ def rebuild_vector_index(conn: apsw.Connection) -> int:
     return int(conn.execute("SELECT count(*) FROM memory_vec").fetchall()[0][0])
 
 
-def forget_logged_scopes(conn: apsw.Connection, ids: set[str]) -> int:
+def forget_logged_scopes(conn: apsw.Connection, ids: set[str], scope: Scope) -> int:
     """Remove the change log's entries that stored ``ids`` (each with the scope values it
-    wrote), inside erase's transaction; the delete entries the erase itself logged stay, so
-    every mirror still learns the chunks are gone. Entries removed."""
+    wrote), and every entry that stored a chunk in the erased subject's ``scope`` (a chunk
+    deleted or moved out of it before the erase left such entries behind), inside erase's
+    transaction. An entry that stored a chunk in ``scope`` is never one a mirror needs: the
+    chunk's last entry is either a later one (it was moved or deleted) or one of ``ids``
+    (it is erased now). The delete entries the erase itself logged stay, so every mirror
+    still learns the chunks are gone. Entries removed."""
     removed = 0
     batch = sorted(ids)
     for lo in range(0, len(batch), _ID_BATCH):
@@ -67,6 +73,14 @@ def forget_logged_scopes(conn: apsw.Connection, ids: set[str]) -> int:
             "DELETE FROM memory_changes WHERE (stored IS NULL OR stored <> 0) "
             f"AND chunk_id IN ({', '.join('?' * len(part))})",
             part,
+        )
+        removed += conn.changes()
+    pairs = sorted(scope.items())
+    if pairs:
+        match = " AND ".join(f"{COLUMNS[axis]} = ?" for axis, _ in pairs)
+        conn.execute(
+            f"DELETE FROM memory_changes WHERE stored = 1 AND {match}",
+            [value for _, value in pairs],
         )
         removed += conn.changes()
     return removed

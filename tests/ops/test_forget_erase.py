@@ -106,6 +106,16 @@ def test_erase_removes_every_trace(filled: Files, admin: Any) -> None:
         idempotency_key="erase-2",
         ctx=CTX,
     )
+    # chunks that left the subject before the erase: their change log entries named it
+    elsewhere = [0.5] * DIM
+    passing = [{"id": c, "embedding": elsewhere, "scope": who} for c in ("moved", "gone")]
+    memory.upsert_many(passing, idempotency_key="passing", ctx=CTX)
+    memory.upsert_many(
+        [{"id": "moved", "embedding": elsewhere, "scope": {"tenant": "acme", "end_user": "u1"}}],
+        idempotency_key="moved",
+        ctx=CTX,
+    )
+    memory.delete_many(["gone"])
     memory.close()
     affect = open_affect_store(str(filled.affect))
     affect.put_many(
