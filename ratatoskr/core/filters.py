@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ratatoskr.core.scope import AXES, Scope
+from ratatoskr.core.scope import AXES, MAX_VALUE_CHARS, Scope
 
 MEMORY = "memory"
 AFFECT = "affect"
@@ -31,6 +31,14 @@ class Filter:
     scope: Scope = field(default_factory=dict)
     origin: str | None = None
     kind: str | None = None
+
+    def __post_init__(self) -> None:
+        # the API takes a Filter as the CLI builds one: refuse what no record can hold
+        check_scope(self.scope)
+        if self.origin is not None and not isinstance(self.origin, str):
+            raise ValueError("origin must be a string")
+        if self.kind is not None and not isinstance(self.kind, str):
+            raise ValueError("kind must be a string")
 
     def is_empty(self) -> bool:
         """An empty filter admits everything, which forget and erase refuse (the seed)."""
@@ -58,13 +66,34 @@ class Filter:
         return tuple(k for k in KINDS[plane] if self.kind is None or self.kind == k)
 
 
+def check_scope(scope: Any) -> Scope:
+    """A scope as records hold one: lattice axes to strings of 1..``MAX_VALUE_CHARS``
+    (any characters, blanks included: a value is whatever a writer stored)."""
+    if not isinstance(scope, dict):
+        raise ValueError("a scope must be a mapping of axis to value")
+    for axis, value in scope.items():
+        if axis not in AXES:
+            raise ValueError(f"a scope's axes are {', '.join(AXES)}, not {axis!r}")
+        if not isinstance(value, str) or not 1 <= len(value) <= MAX_VALUE_CHARS:
+            raise ValueError(
+                f"the {axis} value must be a string of 1..{MAX_VALUE_CHARS} characters"
+            )
+    return scope
+
+
 def check_selection(ids: Sequence[str] | None, flt: Filter | None, kind: str | None = None) -> None:
     """What forget accepts: ids or a filter, never both, never an empty one (which would
     remove everything); ``kind`` narrows ids to one kind of record (an affect state and an
     event may share an id), a filter names its kind itself. Every store checks this again
     before it deletes."""
-    if (ids is None) == (flt is None):
+    if ids is None and flt is None:
+        raise ValueError("forget takes ids or a filter: neither was given")
+    if ids is not None and flt is not None:
         raise ValueError("forget takes ids or a filter, not both")
+    if ids is not None and (isinstance(ids, str | bytes) or not isinstance(ids, Sequence)):
+        raise ValueError("ids must be a list of ids (one string is not a list of its letters)")
+    if ids is not None and not all(isinstance(i, str) for i in ids):
+        raise ValueError("each id must be a string")
     if kind is not None and ids is None:
         raise ValueError("a kind narrows ids; a filter names its kind itself")
     if ids is not None and (not ids or any(not i for i in ids)):

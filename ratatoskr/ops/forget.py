@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ratatoskr.core.filters import Filter, check_selection
+from ratatoskr.core.filters import Filter, check_scope, check_selection
 from ratatoskr.ops.stores import PlaneStore, Stores
 
 
@@ -39,6 +39,7 @@ def erase(stores: Stores, scope: dict[str, str], *, dry_run: bool = False) -> di
     entries that wrote it, freed index slots, and the WAL."""
     if not scope:
         raise ValueError("refusing an empty scope: erase would remove everything")
+    check_scope(scope)
     report: dict[str, Any] = {"scope": dict(sorted(scope.items())), "planes": {}}
     for plane in stores.present():
         store = stores.get(plane)

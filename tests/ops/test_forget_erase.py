@@ -7,8 +7,13 @@ import struct
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from ratatoskr.affect.store import open_affect_store
+from ratatoskr.core.filters import Filter
 from ratatoskr.memory.store import open_memory_store
+from ratatoskr.ops import forget as forget_ops
+from ratatoskr.ops.stores import Paths, Stores
 from tests.ops.conftest import CTX, DIM, Files
 
 
@@ -180,3 +185,56 @@ def test_erase_without_yes_is_a_dry_run(filled: Files, admin: Any) -> None:
     assert ran.code == 1
     assert "would remove" in ran.out and "nothing removed" in ran.out
     assert counts(admin, "memory") == before
+
+
+def test_every_value_a_writer_stored_can_be_narrowed_forgotten_and_erased(
+    files: Files, admin: Any
+) -> None:
+    """Blank values and origins of any length are stored as given; explore counts them,
+    so narrow, forget and erase must reach them too."""
+    long_origin = "o" * 300
+    memory = open_memory_store(str(files.memory), embedding_dim=DIM)
+    odd = [
+        {"id": "blank-user", "embedding": [0.5] * DIM, "scope": {"tenant": "t", "end_user": " "}},
+        {"id": "empty-origin", "embedding": [0.5] * DIM, "scope": {"tenant": "t"}, "origin": ""},
+        {"id": "long-origin", "embedding": [0.5] * DIM, "scope": {"tenant": "t"}},
+    ]
+    odd[2]["origin"] = long_origin
+    memory.upsert_many(odd, idempotency_key="odd", ctx=CTX)
+    memory.close()
+    for facet, value, chunk_id in (
+        ("end_user", " ", "blank-user"),
+        ("origin", "", "empty-origin"),
+        ("origin", long_origin, "long-origin"),
+    ):
+        buckets = admin("explore", "memory", "--facet", facet, "--json").json()["buckets"]
+        assert {"value": value, "count": 1, "narrow": f"{facet}={value}"} in buckets
+        listed = admin("list", "memory", "--narrow", f"{facet}={value}", "--json")
+        assert listed.code == 0, listed.err
+        assert [r["id"] for r in listed.json()["records"]] == [chunk_id]
+    gone = admin("forget", "memory", "--narrow", f"origin={long_origin}", "--yes", "--json")
+    assert gone.code == 0 and gone.json()["planes"]["memory"] == {"chunk": 1}
+    erased = admin("erase", "--scope", "end_user= ", "--yes", "--json")
+    assert erased.code == 0, erased.err
+    assert erased.json()["planes"]["memory"]["chunk"] == 1
+    empty = admin("erase", "--scope", "end_user=", "--yes")
+    assert empty.code == 2 and "end_user value must be a string of 1..256" in empty.err
+
+
+def test_the_python_api_refuses_what_the_cli_refuses(filled: Files) -> None:
+    with Stores(Paths(str(filled.memory), str(filled.affect))) as stores:
+        memory = stores.get("memory")
+        with pytest.raises(ValueError, match="not a list of its letters"):
+            forget_ops.forget(memory, ids="c0001")  # type: ignore[arg-type]
+        with pytest.raises(ValueError, match="neither was given"):
+            forget_ops.forget(memory)
+        for scope in ({"tenant": None}, {"planet": "x"}, {"tenant": ""}, {"tenant": 7}):
+            with pytest.raises(ValueError):
+                forget_ops.erase(stores, scope)  # type: ignore[arg-type]
+            with pytest.raises(ValueError):
+                forget_ops.forget(memory, flt=Filter(scope=scope))  # type: ignore[arg-type]
+        assert admin_counts(memory) == 120  # nothing was removed
+
+
+def admin_counts(store: Any) -> int:
+    return int(sum(store.record_counts().values()))
