@@ -102,6 +102,16 @@ def _runner(handler: Handler) -> Callable[[argparse.Namespace], int]:
             with Stores(paths) as stores:
                 return handler(args, stores)
         except importer.ImportFailed as exc:
+            if getattr(args, "json", False):  # what a script needs to report and resume
+                show.emit_json(
+                    {
+                        "ok": False,
+                        "error": str(exc),
+                        "line": exc.line,
+                        "stored": exc.stored,
+                        "batches": exc.batches,
+                    }
+                )
             print(f"ratatoskr admin import: {exc}", file=sys.stderr)
             print(
                 f"{exc.stored:,} record(s) in {exc.batches} batch(es) before it are stored; "

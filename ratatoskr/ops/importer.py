@@ -27,6 +27,7 @@ from ratatoskr.core.errors import BifrostError, Unavailable
 from ratatoskr.core.filters import AFFECT, MEMORY
 from ratatoskr.memory import calls as memory_calls
 from ratatoskr.memory.interface import MemoryStore
+from ratatoskr.memory.rules import ID_KEYS
 from ratatoskr.ops.listing import check_limit
 from ratatoskr.ops.stores import PlaneStore
 
@@ -92,6 +93,7 @@ def import_jsonl(
     tally = {"records": 0, "written": 0, "batches": 0, "replayed_batches": 0}
     current = _Batch([], [], [])
     ctx = CallContext(actor=ACTOR)
+    seen: dict[bytes, int] = {}  # a digest of each id read so far: the line it was on
 
     def flush() -> None:
         if not current.records:
@@ -132,6 +134,18 @@ def import_jsonl(
                         stored=tally["records"],
                         batches=tally["batches"],
                     )
+                digest = _id_digest(record)
+                first = number if digest is None else seen.setdefault(digest, number)
+                if first != number:
+                    # refused wherever the two fall, whatever --batch: a batch holding both
+                    # would be refused whole, two batches would silently keep the later one
+                    raise ImportFailed(
+                        f"line {number}: the same id as line {first} (a file names each "
+                        "record once)",
+                        line=number,
+                        stored=tally["records"],
+                        batches=tally["batches"],
+                    )
                 current.lines.append(number)
                 current.records.append(record)
                 current.raw.append(text)
@@ -141,6 +155,15 @@ def import_jsonl(
                 on_line(number)
         flush()
     return {"plane": plane, "kind": kind, "file": os.path.basename(path), **tally}
+
+
+def _id_digest(record: dict[str, Any]) -> bytes | None:
+    """A short digest of the record's id (the first id key it holds), so a large file's ids
+    cost little memory; None without one (the store refuses that record, by its line)."""
+    key = next((k for k in ID_KEYS if k in record), None)
+    if key is None:
+        return None
+    return hashlib.blake2b(orjson.dumps(record[key]), digest_size=16).digest()
 
 
 def _write(

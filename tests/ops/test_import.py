@@ -103,3 +103,24 @@ def test_a_refused_import_creates_no_database(
     ran = admin("import", *args)
     assert ran.code == 2, ran.out + ran.err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["lines.jsonl"]
+
+
+@pytest.mark.parametrize("batch", ["2", "5", "1000"])
+def test_an_id_twice_in_one_file_is_refused_alike_whatever_the_batch(
+    files: Files, admin: Any, batch: str
+) -> None:
+    records: list[Any] = chunks(8)
+    again = dict(records[1], distillate="the later one")
+    path = files.dir / "dup.jsonl"
+    write_lines(path, [*records[:6], again, *records[6:]])
+    ran = admin("import", "memory", str(path), "--batch", batch, "--json")
+    assert ran.code == 1
+    assert "line 7: the same id as line 2" in ran.err and "c0001" not in ran.err
+    report = ran.json()
+    assert report["ok"] is False and report["line"] == 7
+    stored = admin("stats", "--json").json()["planes"]["memory"]["records"].get("chunk", 0)
+    assert report["stored"] == stored == (6 // int(batch)) * int(batch)
+    revisions = {
+        r["id"]: r["revision"] for r in admin("list", "memory", "--json").json()["records"]
+    }
+    assert revisions.get("c0001") in (None, 1)  # never overwritten by its later line
