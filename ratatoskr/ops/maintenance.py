@@ -24,8 +24,8 @@ UNFINISHED_MIGRATION = (
 )
 
 
-def _require_some(stores: Stores) -> list[str]:
-    present = stores.present()
+def _require_some(stores: Stores, unreachable: dict[str, str] | None = None) -> list[str]:
+    present = stores.present(unreachable=unreachable)
     if not present:
         paths = ", ".join(stores.paths.shown(p) for p in PLANES)
         raise ValueError(f"no database found at {paths} (see --memory-db, --affect-db)")
@@ -68,7 +68,11 @@ def ledger_stats(stores: Stores) -> list[dict[str, Any]]:
 def check(stores: Stores) -> dict[str, Any]:
     """Every problem found, per plane; ``ok`` only when there is none."""
     planes: dict[str, Any] = {}
-    for plane in _require_some(stores):
+    unreachable: dict[str, str] = {}
+    for plane in _require_some(stores, unreachable):
+        if plane in unreachable:  # the plane's problem; the other plane is still checked
+            planes[plane] = {"path": stores.paths.shown(plane), "problems": [unreachable[plane]]}
+            continue
         try:
             problems = stores.get(plane).check()
         except STORE_ERRORS as exc:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import apsw
 
 from ratatoskr.affect.interface import AffectStore
-from ratatoskr.core.errors import BifrostError
+from ratatoskr.core.errors import BifrostError, Unavailable
 from ratatoskr.core.filters import AFFECT, MEMORY, PLANES
 from ratatoskr.core.locations import (
     AFFECT_DB_ENV,
@@ -134,12 +134,22 @@ class Stores:
             return component_version(location, check_plane(plane)) is not None
         return os.path.isfile(location)
 
-    def present(self) -> list[str]:
+    def present(self, *, unreachable: dict[str, str] | None = None) -> list[str]:
         """The planes whose file exists (or whose tables a database holds), in plane order.
         A plane named by a flag or an environment variable that is not there is an error,
         not a plane left out: an erase or a backup must not quietly miss a plane for a
-        misspelt path or the wrong database."""
-        present = [p for p in PLANES if self.exists(p)]
+        misspelt path or the wrong database. With ``unreachable``, a database that cannot
+        be reached is noted there (plane: reason) and counted in, not raised."""
+        present = []
+        for plane in PLANES:
+            try:
+                if self.exists(plane):
+                    present.append(plane)
+            except Unavailable as exc:
+                if unreachable is None:
+                    raise
+                unreachable[plane] = exc.message  # a check reports it as the plane's problem
+                present.append(plane)
         missing = [p for p in PLANES if p in self.paths.named and p not in present]
         if missing:
             named = "; ".join(

@@ -31,6 +31,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 
 from ratatoskr.core.errors import Unavailable
 from ratatoskr.postgres.migrations import Migration, migrate
+from ratatoskr.postgres.probe import unreachable
 from ratatoskr.postgres.url import masked, with_options
 from ratatoskr.postgres.vectors import register_types
 
@@ -49,6 +50,7 @@ DEFAULT_LOCK_TIMEOUT = 5.0  # as SQLite's busy timeout
 # a fresh series. With psycopg-pool's default (300 s) the gaps grew to a minute, and a
 # server kept answering 503 for as long after PostgreSQL was back.
 RECONNECT_WINDOW = 10.0
+UNREACHABLE_PROBE_SECONDS = 2  # the one connection that asks why a pool could not open
 ATTEMPTS = 8  # a transaction that keeps meeting serialization failures gives up then
 BACKOFF = 0.005  # seconds; doubled per attempt, with jitter
 APPLICATION_NAME = "ratatoskr"
@@ -185,9 +187,11 @@ class PgDatabase:
             self.pool.open(wait=True, timeout=self.settings.timeout)
         except (PoolTimeout, psycopg.OperationalError):
             self.pool.close()
-            raise Unavailable(
-                f"store unavailable: PostgreSQL cannot be reached at {masked(url)}"
-            ) from None
+            try:  # the pool keeps no reason: one connection tells why, if the server said
+                psycopg.connect(url, connect_timeout=UNREACHABLE_PROBE_SECONDS).close()
+            except psycopg.OperationalError as exc:
+                raise unreachable(url, exc) from None
+            raise unreachable(url) from None
         try:
             self.once(self._migrate)
         except BaseException:

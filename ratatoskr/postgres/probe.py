@@ -17,10 +17,26 @@ CONNECT_TIMEOUT = 10
 def _connect(url: str) -> psycopg.Connection[Any]:
     try:
         return psycopg.connect(url, autocommit=True, connect_timeout=CONNECT_TIMEOUT)
-    except psycopg.OperationalError:
-        raise Unavailable(
-            f"store unavailable: PostgreSQL cannot be reached at {masked(url)}"
-        ) from None
+    except psycopg.OperationalError as exc:
+        raise unreachable(url, exc) from None
+
+
+def unreachable(url: str, exc: BaseException | None = None) -> Unavailable:
+    """The 503 for a database that cannot be used, with the server's reason when it gave
+    one (a database that does not exist, a role refused: not an outage to wait out). The
+    server's words name a database or a role, never a password; the URL is masked."""
+    reason = _server_reason(str(exc)) if exc is not None else None
+    if reason is None:
+        return Unavailable(f"store unavailable: PostgreSQL cannot be reached at {masked(url)}")
+    return Unavailable(f"store unavailable: PostgreSQL at {masked(url)} refused: {reason}")
+
+
+def _server_reason(message: str) -> str | None:
+    """The ``FATAL:`` line of a connection failure, if the server answered with one."""
+    _, found, rest = message.rpartition("FATAL:")
+    if not found:
+        return None
+    return rest.strip().splitlines()[0].strip() if rest.strip() else None
 
 
 def component_version(url: str, component: str) -> int | None:

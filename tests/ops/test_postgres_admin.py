@@ -27,8 +27,9 @@ from ratatoskr.postgres.probe import component_version
 from ratatoskr.server.app import check_stores
 from ratatoskr.server.settings import SettingsError, load_settings
 from ratatoskr.sqlite.jti import JtiLedger, ledger_beside
-from tests.backends import postgres_schema
+from tests.backends import postgres_schema, postgres_server
 from tests.ops.conftest import CTX, DIM, Files, chunks
+from tests.server.harness import free_port
 
 OTHER = CallContext(actor="someone-else")
 
@@ -248,3 +249,23 @@ def test_a_plane_missing_from_the_named_database_is_an_error_not_left_out(
         assert out.code == 2, command
         assert "no affect plane in the database at" in out.err, command
     assert admin("list", "memory", "--scope", "tenant=acme", "--json").json()["records"]
+
+
+def test_check_reports_an_unreachable_database_as_its_planes_problem(
+    filled: Files, admin: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An outage is a finding of the plane it hits (exit 1, JSON too); the other plane is
+    still checked. A database that refuses (it does not exist) says why."""
+    down = f"postgresql://ratatoskr:s3cret@127.0.0.1:{free_port()}/worldtree?connect_timeout=2"
+    monkeypatch.setenv("RATATOSKR_MEMORY_DB", down)
+    checked = admin("check", "--json")
+    assert checked.code == 1, checked.err
+    report = checked.json()
+    assert report["planes"]["affect"]["problems"] == []
+    assert "cannot be reached" in report["planes"]["memory"]["problems"][0]
+    assert "s3cret" not in checked.out + checked.err
+
+    missing = postgres_server().url("no_such_database_here")
+    monkeypatch.setenv("RATATOSKR_MEMORY_DB", missing)
+    refused = admin("check", "--json").json()["planes"]["memory"]["problems"][0]
+    assert 'database "no_such_database_here" does not exist' in refused
