@@ -163,3 +163,13 @@ def revision_problems(conn: Connection, table: Table) -> list[str]:
     rows = conn.execute(f"SELECT count(*) FROM {table.name} WHERE revision < 1").fetchall()
     bad = int(rows[0][0])
     return [f"{bad} {table.kind}(s) with a revision below 1"] if bad else []
+
+
+def json_problems(conn: Connection, table: Table, invalid: str) -> list[str]:
+    """A problem when some record of ``table`` holds a record or scope that is not JSON
+    (``get`` of it could not answer); ``invalid`` is the backend's test of one column,
+    with ``{}`` for the column."""
+    test = " OR ".join(invalid.format(c) for c in ("record_json", "scope_json"))
+    rows = conn.execute(f"SELECT count(*) FROM {table.name} WHERE {test}").fetchall()
+    bad = int(rows[0][0])
+    return [f"{bad} {table.kind}(s) whose stored record is not JSON"] if bad else []

@@ -31,8 +31,11 @@ class MemoryAdmin(ChunkRecords, SqliteAdmin):
     def _erase_traces(self, conn: apsw.Connection, ids: set[str], scope: Scope) -> None:
         admin_sql.forget_logged_scopes(conn, ids, scope)
 
+    embedding_dim: int
+
     def _plane_problems(self, conn: apsw.Connection) -> list[str]:
-        return admin_sql.vector_problems(conn)
+        problems = admin_sql.vector_problems(conn)
+        return problems + admin_sql.shape_problems(conn, self.embedding_dim)
 
     def _after_erase(self) -> None:
         with self.db.write() as conn:

@@ -4,6 +4,7 @@ the chunk/vector consistency ``check`` verifies and the vec0 rebuild that ``eras
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 
 import apsw
@@ -17,6 +18,9 @@ CHUNKS = Table("chunk", "memory_chunks", "chunk_id", has_revision=True, has_orig
 TABLES = (CHUNKS,)
 _SHOWN_IDS = 5
 _ID_BATCH = 500  # ids per statement: SQLite's bound on parameters
+
+
+_DECLARED_DIM = re.compile(r"float\[(\d+)\]")
 
 
 def vector_problems(conn: apsw.Connection) -> list[str]:
@@ -36,6 +40,30 @@ def vector_problems(conn: apsw.Connection) -> list[str]:
         if ids:
             shown = ", ".join(ids[:_SHOWN_IDS]) + (", ..." if len(ids) > _SHOWN_IDS else "")
             problems.append(f"{len(ids)} {what}: {shown}")
+    return problems
+
+
+def shape_problems(conn: apsw.Connection, dim: int) -> list[str]:
+    """Every vector as long as the store's dimension says: the float32 bytes, the float64
+    bytes, and the vector index's own declared dimension (a file whose recorded dimension
+    was changed refuses every write)."""
+    problems: list[str] = []
+    made = conn.execute("SELECT sql FROM sqlite_master WHERE name = 'memory_vec'").fetchall()
+    declared = _DECLARED_DIM.search(str(made[0][0])) if made else None
+    if declared is not None and int(declared.group(1)) != dim:
+        problems.append(
+            f"the vector index holds dimension {declared.group(1)}, the file records {dim}"
+        )
+    row = conn.execute(
+        "SELECT coalesce(sum(length(embedding) <> ?), 0), "
+        "coalesce(sum(vector_f64 IS NOT NULL AND length(vector_f64) <> ?), 0) "
+        "FROM memory_chunks",
+        (4 * dim, 8 * dim),
+    ).fetchall()[0]
+    if row[0]:
+        problems.append(f"{row[0]} chunk(s) whose vector is not of dimension {dim}")
+    if row[1]:
+        problems.append(f"{row[1]} chunk(s) whose float64 vector has the wrong length")
     return problems
 
 

@@ -24,7 +24,7 @@ import apsw
 from ratatoskr.core.cursors import SECRET_BYTES, SECRET_META_KEY, CursorCodec
 from ratatoskr.core.filters import Filter
 from ratatoskr.core.record_admin import RecordAdmin
-from ratatoskr.core.record_sql import Table
+from ratatoskr.core.record_sql import Table, json_problems
 from ratatoskr.postgres import record_sql
 from ratatoskr.postgres.database import Conn, PgDatabase
 from ratatoskr.postgres.idempotency import PgIdempotency
@@ -33,6 +33,8 @@ from ratatoskr.postgres.scope_sql import POSTGRES
 from ratatoskr.sqlite.database import Database
 
 T = TypeVar("T")
+_NOT_JSON = "NOT pg_input_is_valid({}, 'json')"
+JSON_CHECK_VERSION = 160000  # pg_input_is_valid came with PostgreSQL 16
 
 
 def meta_secret(conn: Conn, meta: str) -> bytes:
@@ -148,7 +150,10 @@ class PgAdmin(RecordAdmin):
             row = conn.execute(f"SELECT value FROM {self.META} WHERE key = 'plane'").fetchone()
             if row is None or row[0] != self.PLANE:
                 problems.append(f"the plane marker is not {self.PLANE}")
-            return problems + self._revision_problems(conn) + self._plane_problems(conn)
+            problems += self._revision_problems(conn)
+            if conn.info.server_version >= JSON_CHECK_VERSION:
+                problems += [p for t in self.TABLES for p in json_problems(conn, t, _NOT_JSON)]
+            return problems + self._plane_problems(conn)
 
         return self.db.read(look)
 

@@ -20,7 +20,7 @@ import apsw
 from ratatoskr.core.cursors import CursorCodec
 from ratatoskr.core.filters import Filter
 from ratatoskr.core.record_admin import RecordAdmin
-from ratatoskr.core.record_sql import Table
+from ratatoskr.core.record_sql import Table, json_problems
 from ratatoskr.sqlite import record_sql, upkeep
 from ratatoskr.sqlite.cursors import codec_for
 from ratatoskr.sqlite.database import Database
@@ -29,6 +29,7 @@ from ratatoskr.sqlite.replica import litestream_dir, replica_lag
 from ratatoskr.sqlite.scope_sql import SQLITE
 
 T = TypeVar("T")
+_NOT_JSON = "json_valid({}) = 0"  # SQLite's own JSON parser
 
 
 class SqliteAdmin(RecordAdmin):
@@ -123,7 +124,9 @@ class SqliteAdmin(RecordAdmin):
     def check(self) -> list[str]:
         with self.db.read() as conn:
             problems = upkeep.file_problems(conn, self.db, self.PLANE)
-            return problems + self._revision_problems(conn) + self._plane_problems(conn)
+            problems += self._revision_problems(conn)
+            problems += [p for t in self.TABLES for p in json_problems(conn, t, _NOT_JSON)]
+            return problems + self._plane_problems(conn)
 
     def prune(self) -> int:
         with self.db.write() as conn:

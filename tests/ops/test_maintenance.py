@@ -116,6 +116,41 @@ def test_check_catches_a_missing_and_an_orphaned_vector_row(filled: Files, admin
     assert report["ok"] is False and report["planes"]["affect"]["problems"] == []
 
 
+def test_check_catches_vectors_and_records_a_read_would_trip_on(filled: Files, admin: Any) -> None:
+    """Damage that passes SQLite's own integrity check: every write refused for a changed
+    dimension, a float64 vector cut short, a record that is not JSON any more."""
+    memory = open_memory_store(str(filled.memory), embedding_dim=DIM)
+    memory.upsert_many(
+        [{"id": "inexact", "embedding": [0.1] * DIM, "scope": {"tenant": "acme"}}],
+        idempotency_key="inexact",
+        ctx=CTX,
+    )
+    memory.close()
+    conn = raw(filled.memory)
+    conn.execute(
+        "UPDATE memory_chunks SET vector_f64 = substr(vector_f64, 1, 8) WHERE chunk_id = 'inexact'"
+    )
+    conn.execute("UPDATE memory_chunks SET record_json = '{\"id\": ' WHERE chunk_id = 'c0003'")
+    conn.close()
+    conn = raw(filled.affect)
+    conn.execute("UPDATE affect_events SET scope_json = 'tenant=acme' WHERE id = 'e0002'")
+    conn.close()
+    report = admin("check", "--json").json()
+    assert report["ok"] is False
+    assert report["planes"]["memory"]["problems"] == [
+        "1 chunk(s) whose stored record is not JSON",
+        "1 chunk(s) whose float64 vector has the wrong length",
+    ]
+    assert report["planes"]["affect"]["problems"] == ["1 event(s) whose stored record is not JSON"]
+
+    conn = raw(filled.memory)
+    conn.execute(f"UPDATE ratatoskr_meta SET value = '{DIM + 1}' WHERE key = 'embedding_dim'")
+    conn.close()
+    problems = admin("check", "--json").json()["planes"]["memory"]["problems"]
+    assert f"the vector index holds dimension {DIM}, the file records {DIM + 1}" in problems
+    assert any(f"whose vector is not of dimension {DIM + 1}" in p for p in problems)
+
+
 def test_check_catches_a_bad_revision_and_a_newer_schema(filled: Files, admin: Any) -> None:
     conn = raw(filled.affect)
     conn.execute("PRAGMA ignore_check_constraints = ON")

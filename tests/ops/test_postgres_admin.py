@@ -269,3 +269,24 @@ def test_check_reports_an_unreachable_database_as_its_planes_problem(
     monkeypatch.setenv("RATATOSKR_MEMORY_DB", missing)
     refused = admin("check", "--json").json()["planes"]["memory"]["problems"][0]
     assert 'database "no_such_database_here" does not exist' in refused
+
+
+def test_check_catches_a_record_that_is_not_json_on_postgresql(
+    filled: Files, url: str, admin: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert admin("migrate", "--to", url).code == 0
+    memory = cast(PgMemoryStore, open_memory(url, embedding_dim=DIM))
+    try:
+        memory.db.write(
+            lambda conn: conn.execute(
+                "UPDATE memory_chunks SET record_json = '{\"id\": ' WHERE chunk_id = %s",
+                (b"c0003",),
+            )
+        )
+    finally:
+        memory.close()
+    monkeypatch.setenv("RATATOSKR_MEMORY_DB", url)
+    monkeypatch.setenv("RATATOSKR_AFFECT_DB", url)
+    report = admin("check", "--json").json()
+    assert report["planes"]["memory"]["problems"] == ["1 chunk(s) whose stored record is not JSON"]
+    assert report["planes"]["affect"]["problems"] == [] and report["ok"] is False
