@@ -11,7 +11,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ratatoskr.core.scope import AXES, MAX_VALUE_CHARS, Scope
+from ratatoskr.core.errors import BifrostError
+from ratatoskr.core.scope import AXES, Scope, validate_scope
 
 MEMORY = "memory"
 AFFECT = "affect"
@@ -67,18 +68,13 @@ class Filter:
 
 
 def check_scope(scope: Any) -> Scope:
-    """A scope as records hold one: lattice axes to strings of 1..``MAX_VALUE_CHARS``
-    (any characters, blanks included: a value is whatever a writer stored)."""
-    if not isinstance(scope, dict):
-        raise ValueError("a scope must be a mapping of axis to value")
-    for axis, value in scope.items():
-        if axis not in AXES:
-            raise ValueError(f"a scope's axes are {', '.join(AXES)}, not {axis!r}")
-        if not isinstance(value, str) or not 1 <= len(value) <= MAX_VALUE_CHARS:
-            raise ValueError(
-                f"the {axis} value must be a string of 1..{MAX_VALUE_CHARS} characters"
-            )
-    return scope
+    """A scope as records hold one, checked as the wire checks it (lattice axes to strings
+    of 1..256 characters, blanks included: a value is whatever a writer stored), refused
+    with ``ValueError`` as every operator input is."""
+    try:
+        return validate_scope(scope, "scope")
+    except BifrostError as exc:
+        raise ValueError(exc.message) from None
 
 
 def check_selection(ids: Sequence[str] | None, flt: Filter | None, kind: str | None = None) -> None:

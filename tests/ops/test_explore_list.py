@@ -119,7 +119,7 @@ def test_ties_order_by_value(files: Files, admin: Any) -> None:
         (["--scan-limit", "0"], "scan_limit must be an integer in 1..50,000"),
         (["--scan-limit", "50001"], "scan_limit must be an integer in 1..50,000"),
         (["--narrow", "kind=state"], "facet of the memory plane must be one of"),
-        (["--narrow", "end_user="], "end_user value must be a string of 1..256"),
+        (["--narrow", "end_user="], "scope.end_user must be a string of 1..256"),
     ],
 )
 def test_explore_refuses_bad_limits_clearly(

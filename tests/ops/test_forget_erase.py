@@ -218,7 +218,7 @@ def test_every_value_a_writer_stored_can_be_narrowed_forgotten_and_erased(
     assert erased.code == 0, erased.err
     assert erased.json()["planes"]["memory"]["chunk"] == 1
     empty = admin("erase", "--scope", "end_user=", "--yes")
-    assert empty.code == 2 and "end_user value must be a string of 1..256" in empty.err
+    assert empty.code == 2 and "scope.end_user must be a string of 1..256" in empty.err
 
 
 def test_the_python_api_refuses_what_the_cli_refuses(filled: Files) -> None:
