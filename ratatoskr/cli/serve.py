@@ -43,12 +43,15 @@ def _workers(value: str) -> int:
     return workers
 
 
-def dev_key_banner(path: str, generated: bool) -> str:
+def dev_key_banner(path: str, generated: bool, url: str | None = None) -> str:
+    """The start-up lines about the development key; ``url``: the server's, when the
+    example call must name it (not the default port)."""
     what = "generated a development key in" if generated else "using the development key in"
+    where = f" --url {url}" if url is not None else ""
     return (
         f"ratatoskr: {what} {path} (mode 0600; set RATATOSKR_HEIMDALL_KEY_FILE in "
         f"production)\nratatoskr: try, in a second shell from this directory: "
-        f"{cli_command()} {EXAMPLE}"
+        f"{cli_command()} {EXAMPLE}{where}"
     )
 
 
@@ -65,9 +68,13 @@ def check_port_free(host: str, port: int) -> None:
         try:
             probe.bind((host, port))
         except OSError as exc:
-            reason = "is in use" if exc.errno == errno.EADDRINUSE else "cannot be bound"
+            if exc.errno != errno.EADDRINUSE:  # the address is the trouble, not the port
+                raise SettingsError(
+                    f"RATATOSKR_HOST: {host} cannot be bound ({exc.strerror}; --host picks "
+                    "another address)"
+                ) from None
             raise SettingsError(
-                f"RATATOSKR_PORT: port {port} on {host} {reason} (--port picks another)"
+                f"RATATOSKR_PORT: port {port} on {host} is in use (--port picks another)"
             ) from None
 
 
@@ -75,9 +82,17 @@ def run(args: argparse.Namespace) -> int:
     # before anything imports prometheus_client: the multiprocess value class is chosen at import
     from ratatoskr.server.gunicorn_conf import ensure_multiproc_dir, release_multiproc_dir
 
-    ensure_multiproc_dir()
+    try:
+        ensure_multiproc_dir()
+    except OSError as exc:
+        print(
+            f"ratatoskr serve: PROMETHEUS_MULTIPROC_DIR: the metrics directory cannot be made "
+            f"or used ({exc.strerror})",
+            file=sys.stderr,
+        )
+        return 2
     from ratatoskr.server.app import check_stores
-    from ratatoskr.server.settings import SettingsError, load_settings
+    from ratatoskr.server.settings import DEFAULT_PORT, SettingsError, load_settings
 
     try:
         settings = load_settings(generate_dev_key=True)
@@ -92,11 +107,12 @@ def run(args: argparse.Namespace) -> int:
         print(f"ratatoskr serve: {exc}", file=sys.stderr)
         return 2
     # for the person at the terminal, on stderr: stdout carries JSON log lines only
+    host = f"[{settings.host}]" if ":" in settings.host else settings.host
     if settings.dev_key_file is not None:
-        banner = dev_key_banner(str(settings.dev_key_file), settings.dev_key_generated)
+        url = None if settings.port == DEFAULT_PORT else f"http://{host}:{settings.port}"
+        banner = dev_key_banner(str(settings.dev_key_file), settings.dev_key_generated, url)
         print(banner, file=sys.stderr, flush=True)
     # gunicorn's own "Listening at" line is empty: each worker binds its socket itself
-    host = f"[{settings.host}]" if ":" in settings.host else settings.host
     print(
         f"ratatoskr: serving http://{host}:{settings.port} with {settings.workers} workers",
         file=sys.stderr,

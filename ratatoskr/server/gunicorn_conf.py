@@ -19,6 +19,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import shutil
@@ -46,7 +47,8 @@ def ensure_multiproc_dir() -> str:
     return path
 
 
-ensure_multiproc_dir()
+with contextlib.suppress(OSError):  # ``serve`` makes it again first and names the variable
+    ensure_multiproc_dir()
 logging.raiseExceptions = False  # a failing record's arguments are never printed
 
 _host = os.environ.get("RATATOSKR_HOST", "").strip() or "127.0.0.1"
@@ -56,7 +58,17 @@ _format = os.environ.get("RATATOSKR_LOG_FORMAT", "").strip().lower() or "json"
 
 wsgi_app = "ratatoskr.server.app:app_from_env()"
 bind = [f"[{_host}]:{_port}" if ":" in _host else f"{_host}:{_port}"]
-workers = int(os.environ.get("RATATOSKR_WORKERS", "").strip() or 2)
+
+
+def _workers(raw: str) -> int:
+    """``RATATOSKR_WORKERS`` as ``serve`` validated it (settings name a bad value first)."""
+    try:
+        return int(raw.strip() or 2)
+    except ValueError:
+        return 2
+
+
+workers = _workers(os.environ.get("RATATOSKR_WORKERS", ""))
 worker_class = "uvicorn_worker.UvicornWorker"
 # Each worker binds its own SO_REUSEPORT socket and the kernel spreads new connections over
 # them. With one shared socket, the worker that wakes first accepts every pending connection:

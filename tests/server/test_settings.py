@@ -136,6 +136,8 @@ def test_defaults_generate_a_private_key_and_print_only_its_path(tmp_path: Path)
         stdout = server.stdout_path.read_text().splitlines()
         assert stdout and all(line.startswith("{") for line in stdout)
         assert "ratatoskr call" in server.output()
+        # the example call names this server, which is not on the default port
+        assert f"call memory health --scope tenant=acme --url {server.url}" in server.output()
         assert f"ratatoskr: serving {server.url} with 2 workers" in server.output()
         assert key not in server.output()
         assert (tmp_path / "data" / "memory.db").exists()
@@ -174,6 +176,29 @@ def test_a_port_another_server_listens_on_is_refused(tmp_path: Path) -> None:
         )
     assert done.returncode == 2
     assert f"port {port} on 127.0.0.1 is in use" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("setting", "value", "named"),
+    [
+        ("RATATOSKR_WORKERS", "two", "RATATOSKR_WORKERS must be an integer"),
+        ("RATATOSKR_HOST", "no-such-host.invalid", "RATATOSKR_HOST: no-such-host.invalid"),
+        ("PROMETHEUS_MULTIPROC_DIR", "/proc/no/such/dir", "PROMETHEUS_MULTIPROC_DIR: "),
+    ],
+)
+def test_a_bad_start_setting_is_named_without_a_traceback(
+    tmp_path: Path, setting: str, value: str, named: str
+) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "ratatoskr", "serve", "--port", str(free_port())],
+        cwd=tmp_path,
+        env=clean_env({"RATATOSKR_HEIMDALL_KEY": "k" * 32, setting: value}),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2, done.stderr
+    assert named in done.stderr and "Traceback" not in done.stderr
 
 
 def test_replication_settings_and_what_they_change(tmp_path: Path) -> None:
