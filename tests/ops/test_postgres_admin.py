@@ -290,3 +290,26 @@ def test_check_catches_a_record_that_is_not_json_on_postgresql(
     report = admin("check", "--json").json()
     assert report["planes"]["memory"]["problems"] == ["1 chunk(s) whose stored record is not JSON"]
     assert report["planes"]["affect"]["problems"] == [] and report["ok"] is False
+
+
+def test_an_empty_origin_moves_as_it_was_sent(
+    files: Files, url: str, admin: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    """An origin may be the empty string; it is not the missing origin, in the copy, in its
+    check, and in a backup of the database."""
+    memory = open_memory_store(str(files.memory), embedding_dim=DIM)
+    empty = {**chunks(1)[0], "id": "empty-origin", "origin": ""}
+    memory.upsert_many([empty, {**chunks(2)[1], "id": "no-origin"}], idempotency_key="o", ctx=CTX)
+    memory.close()
+    ran = admin("migrate", "--to", url, "--json")
+    assert ran.code == 0, ran.out + ran.err
+    assert ran.json()["planes"]["memory"]["checked"] is True
+    monkeypatch.setenv("RATATOSKR_MEMORY_DB", url)
+    monkeypatch.setenv("RATATOSKR_AFFECT_DB", url)
+    counted = admin("explore", "memory", "--facet", "origin", "--json").json()
+    assert {b["value"]: b["count"] for b in counted["buckets"]} == {"": 1}
+    assert admin("backup", "--to", str(tmp_path / "copy"), "--json").code == 0
+    monkeypatch.setenv("RATATOSKR_MEMORY_DB", str(tmp_path / "copy" / "memory.db"))
+    monkeypatch.setenv("RATATOSKR_AFFECT_DB", str(tmp_path / "copy" / "affect.db"))
+    again = admin("explore", "memory", "--facet", "origin", "--json").json()
+    assert {b["value"]: b["count"] for b in again["buckets"]} == {"": 1}

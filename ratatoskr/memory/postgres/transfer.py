@@ -29,9 +29,14 @@ BATCH = 1000
 
 
 def _text(value: Any) -> str | None:
-    """A ``bytea`` column as text; the empty key (no tenant, in a partitioned table) as
-    NULL, as the file keeps it (no id or axis value is empty)."""
-    return None if value is None or value == b"" else bytes(value).decode("utf-8")
+    """A ``bytea`` column as text (an origin may be the empty string, as sent)."""
+    return None if value is None else bytes(value).decode("utf-8")
+
+
+def _axis(value: Any) -> str | None:
+    """An axis column as text; the empty key (no tenant, in a partitioned table) as NULL,
+    as the file keeps it (no axis value is empty)."""
+    return None if value == b"" else _text(value)
 
 
 def _file_row(row: Any) -> tuple[Any, ...]:
@@ -40,10 +45,10 @@ def _file_row(row: Any) -> tuple[Any, ...]:
     return (
         _text(cid),
         rev,
-        _text(tenant),
-        _text(grp),
-        _text(user),
-        _text(agent),
+        _axis(tenant),
+        _axis(grp),
+        _axis(user),
+        _axis(agent),
         _text(origin),
         scope,
         at,
