@@ -169,6 +169,10 @@ class Metrics:
                 for state in ("open", "idle", "waiting"):
                     self.pg_pool.labels(name, state).set(pool[state])
                 self.pg_retries.labels(name).set(pool["retries"])
+            if health.get("status") == "down":
+                # each read would wait out the pool's timeout: a scrape must answer in time
+                # to carry the plane-down reading the alert needs (the gauges keep the last)
+                continue
             stored = _guarded(store.storage_bytes)
             if stored is None:
                 continue

@@ -64,6 +64,9 @@ def test_postgres_down_is_503_retryable_and_the_server_recovers(
         assert ready.status_code == 503
         assert ready.json()["planes"]["memory"]["status"] == "down"
         assert httpx.get(server.url + "/healthz", timeout=5).status_code == 200
+        # the scrape still answers, carrying what the plane-down alert reads
+        scraped = httpx.get(server.url + "/metrics", timeout=10).text
+        assert 'ratatoskr_plane_health{plane="memory"} 0.0' in scraped
         outage_ends = time.monotonic() + OUTAGE_SECONDS
         while time.monotonic() < outage_ends:  # calls meanwhile, as clients retrying
             assert call(server.url, "memory", "get", {"chunk_id": "c1"}).status_code == 503
