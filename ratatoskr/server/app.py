@@ -10,7 +10,9 @@ same way, with the same metrics, store threads and probes.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -45,6 +47,10 @@ from ratatoskr.wire.openapi import openapi_document
 from ratatoskr.wire.plane import Plane
 from ratatoskr.wire.replay import ReplayGuard
 from ratatoskr.wire.tokens import TokenVerifier
+
+logger = logging.getLogger(__name__)
+STARTING = "the server is starting or stopping"
+OPEN_RETRY_MAX = 10.0  # seconds between two tries to open the stores, at most
 
 PlaneSpec = str | Plane
 LedgerSpec = ReplayGuard | str | None
@@ -152,10 +158,11 @@ class _WireHolder:
 
     def __init__(self) -> None:
         self.app: Starlette | None = None
+        self.reason = STARTING
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if self.app is None:
-            body = orjson.dumps({"ready": False, "reason": "the server is starting or stopping"})
+            body = orjson.dumps({"ready": False, "reason": self.reason})
             response = Response(body, status_code=503, media_type="application/json")
             await response(scope, receive, send)
             return
@@ -249,23 +256,74 @@ def create_app(
         # every storage call, the stores' first connections included, runs on the store
         # threads: a fixed set, so each file has a bounded number of connections
         configure_store_threads(settings.store_threads)
-        opened = await run_in_store_thread(open_stores, settings, names)
-        try:
-            guard, owned = await run_in_store_thread(open_guard)
+        kept: list[OpenStores] = []
+
+        async def build() -> None:
+            opened = await run_in_store_thread(open_stores, settings, names)
+            try:
+                guard, owned = await run_in_store_thread(open_guard)
+            except BaseException:
+                await run_in_store_thread(opened.close)
+                raise
             if owned:
                 opened.closers.append(guard)
+            kept.append(opened)
             holder.app = wire_app(settings, opened.planes, guard, metrics)
             app.state.wire = holder.app.state.wire
+
+        # A worker that cannot open its stores (PostgreSQL away, a file being restored) keeps
+        # trying and answers 503 meanwhile: failing its boot would make gunicorn stop the
+        # whole server, the workers still serving included.
+        retrying = await _first_build(build, holder)
+        try:
             yield
         finally:
+            if retrying is not None:
+                retrying.cancel()
             holder.app = None
             app.state.wire = None
-            await run_in_store_thread(opened.close)
+            for opened in kept:
+                await run_in_store_thread(opened.close)
 
     app = Starlette(routes=[metrics_route, Mount("", app=holder)], lifespan=lifespan)
     app.state.metrics = metrics
     app.state.wire = None
     return app
+
+
+async def _first_build(
+    build: Callable[[], Awaitable[None]], holder: _WireHolder
+) -> asyncio.Task[None] | None:
+    """``build()`` now; if it fails, a task that tries again (1 s, doubling up to
+    ``OPEN_RETRY_MAX`` seconds apart) until it succeeds, the holder saying why meanwhile."""
+    try:
+        await build()
+        return None
+    except Exception as exc:
+        holder.reason = _unopened(exc)
+        logger.warning("stores cannot be opened: %s; trying again", holder.reason)
+
+    async def keep_trying() -> None:
+        delay = 1.0
+        while True:
+            await asyncio.sleep(delay)
+            try:
+                await build()
+            except Exception as exc:
+                holder.reason = _unopened(exc)
+                delay = min(delay * 2, OPEN_RETRY_MAX)
+                continue
+            holder.reason = STARTING
+            logger.info("stores opened: serving")
+            return
+
+    return asyncio.create_task(keep_trying())
+
+
+def _unopened(exc: Exception) -> str:
+    """Why the stores cannot be opened, as a reason may say it (no path, no password)."""
+    what = exc.message if isinstance(exc, Unavailable) else type(exc).__name__
+    return f"the stores cannot be opened ({what}); trying again"
 
 
 def _ready_app(

@@ -9,6 +9,8 @@ attempts would otherwise be half a minute apart (``RECONNECT_WINDOW``).
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -84,5 +86,47 @@ def test_postgres_down_is_503_retryable_and_the_server_recovers(
         assert httpx.get(server.url + "/readyz", timeout=30).status_code == 200
         output = server.output()
         assert "hunter2" not in output and KEY not in output
+    finally:
+        server.kill()
+
+
+def test_a_worker_replaced_during_the_outage_waits_for_the_database_not_the_server(
+    tmp_path: Path, own_postgres: PostgresServer
+) -> None:
+    """A worker that dies while PostgreSQL is away cannot open its stores when gunicorn
+    replaces it; it answers 503 and keeps trying, rather than failing its boot, which made
+    gunicorn stop the whole server."""
+    url = own_postgres.url("outage", tcp=True)
+    env = {"RATATOSKR_MEMORY_DB": url, "RATATOSKR_AFFECT_DB": url, "RATATOSKR_PG_POOL_TIMEOUT": "1"}
+    server = Server(tmp_path, workers=2, env=env)
+    try:
+        server.start()
+        own_postgres.halt()
+        first = server.worker_pids()
+        os.kill(first[0], signal.SIGKILL)
+
+        def replaced() -> bool | None:
+            pids = server.worker_pids()
+            return True if len(pids) == 2 and first[0] not in pids else None
+
+        poll(replaced, 30, "gunicorn to replace the worker")
+        poll(
+            lambda: True if "stores cannot be opened" in server.output() else None,
+            30,
+            "the new worker to say it cannot open its stores",
+        )
+        assert server.process is not None and server.process.poll() is None  # still serving
+        assert httpx.get(server.url + "/readyz", timeout=30).status_code == 503
+
+        own_postgres.start()
+
+        def all_ready() -> bool | None:
+            answers = [httpx.get(server.url + "/readyz", timeout=30) for _ in range(6)]
+            return True if all(a.status_code == 200 for a in answers) else None
+
+        poll(all_ready, 60, "every worker to serve again")
+        record = {"id": "c1", "embedding": vec(1), "scope": {"tenant": "acme"}}
+        ok(call(server.url, "memory", "upsert_many", {"records": [record], "idempotency_key": "k"}))
+        assert server.terminate() == 0
     finally:
         server.kill()
