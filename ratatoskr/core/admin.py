@@ -118,6 +118,11 @@ class AdminStore(Protocol):
         None when uncapped or the backend sets no cap of its own."""
         ...
 
+    def capped_bytes(self) -> int | None:
+        """The bytes ``storage_cap`` limits (SQLite: the pages in use, not the WAL); None
+        when the backend sets no cap of its own."""
+        ...
+
     def replication_lag(self) -> float | None:
         """Seconds the store's replica lags behind it (SQLite under Litestream; inf when
         replication is on and nothing reports it); None when the store is not replicated."""

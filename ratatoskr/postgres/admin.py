@@ -180,6 +180,9 @@ class PgAdmin(RecordAdmin):
     def storage_cap(self) -> int | None:
         return None  # the server's disk and quotas are the server's
 
+    def capped_bytes(self) -> int | None:
+        return None
+
     def replication_lag(self) -> float | None:
         return None  # PostgreSQL's own replication is the operator's, outside this process
 

@@ -101,6 +101,14 @@ class Metrics:
             multiprocess_mode="livemostrecent",
             registry=r,
         )
+        self.db_capped_bytes = Gauge(
+            "ratatoskr_db_capped_bytes",
+            "What the size cap limits: a plane file's pages in use, without its WAL; "
+            "absent when uncapped",
+            ["plane"],
+            multiprocess_mode="livemostrecent",
+            registry=r,
+        )
         self.health = Gauge(
             "ratatoskr_plane_health",
             "Plane health: 2 ok, 1 degraded, 0 down",
@@ -183,6 +191,9 @@ class Metrics:
             cap = store.storage_cap()
             if cap is not None:
                 self.db_max_bytes.labels(name).set(cap)
+                capped = _guarded(store.capped_bytes)
+                if capped is not None:
+                    self.db_capped_bytes.labels(name).set(capped)
             for kind, count in _record_counts(store).items():
                 # the gauge has always named kinds in the plural: chunks, states, events
                 self.records.labels(name, f"{kind}s").set(count)

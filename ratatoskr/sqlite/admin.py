@@ -90,6 +90,16 @@ class SqliteAdmin(RecordAdmin):
         cap = self.db.settings.max_db_bytes
         return cap if cap is not None and cap > 0 else None
 
+    def capped_bytes(self) -> int | None:
+        if self.db.in_memory:
+            return None
+        with self.db.read() as conn:
+            pages, free, size = (
+                int(conn.execute(f"PRAGMA {name}").fetchall()[0][0])
+                for name in ("page_count", "freelist_count", "page_size")
+            )
+            return (pages - free) * size
+
     def pool_stats(self) -> dict[str, int] | None:
         return None  # an embedded file: no connections to a server
 

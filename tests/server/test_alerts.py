@@ -80,3 +80,7 @@ def test_the_rules_read_only_metrics_the_server_exports(tmp_path: Path) -> None:
     caps = re.findall(r'^ratatoskr_db_max_bytes\{plane="(\w+)"\} (\S+)$', text, re.M)
     assert {plane: float(value) for plane, value in caps} == {"memory": CAP, "affect": CAP}
     assert "ratatoskr_db_bytes" in samples
+    # and what the cap limits: the pages in use, at most the cap, not the file with its WAL
+    used = re.findall(r'^ratatoskr_db_capped_bytes\{plane="(\w+)"\} (\S+)$', text, re.M)
+    assert {plane for plane, _ in used} == {"memory", "affect"}
+    assert all(0 < float(value) <= CAP for _, value in used)
