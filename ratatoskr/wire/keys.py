@@ -104,6 +104,11 @@ def keyring_from_env(env: Mapping[str, str] | None = None) -> Keyring | None:
     gives the keys selected by a token's ``kid`` header.
     """
     env = os.environ if env is None else env
+    for name in (KEY_ENV, KEY_FILE_ENV, KEYS_FILE_ENV):
+        if name in env and not env[name].strip():
+            # a secret that failed to arrive (an empty template value) is no "unset": it
+            # must not start the server on a development key
+            raise ValueError(f"{name} is set but empty: give it a value or unset it")
     default: bytes | None = None
     setting = KEY_ENV
     if env.get(KEY_ENV):

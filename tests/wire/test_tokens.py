@@ -280,6 +280,14 @@ def test_an_empty_keys_file_is_refused_not_replaced_by_the_development_key(
         load_keyring({KEYS_FILE_ENV: str(keys_file)}, cwd=tmp_path)
 
 
+@pytest.mark.parametrize("setting", [KEY_ENV, KEY_FILE_ENV, KEYS_FILE_ENV])
+def test_a_key_setting_set_but_empty_is_refused(tmp_path: Path, setting: str) -> None:
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "heimdall.key").write_bytes(b"d" * 32)
+    with pytest.raises(ValueError, match=f"{setting} is set but empty"):
+        load_keyring({setting: " "}, cwd=tmp_path)
+
+
 def test_default_key_file_in_data(tmp_path: Path) -> None:
     (tmp_path / "data").mkdir()
     (tmp_path / "data" / "heimdall.key").write_bytes(b"d" * 32)
