@@ -36,9 +36,10 @@ def test_promtool_checks_the_rules_and_their_unit_tests_pass() -> None:
 
 
 def test_the_compose_prometheus_loads_the_rules() -> None:
-    config = promtool("check", "config", "prometheus.yml")
-    assert config.returncode == 0, config.stdout + config.stderr
-    assert "alerts.yml" in config.stdout
+    for name in ("prometheus.yml", "prometheus-postgres.yml"):
+        config = promtool("check", "config", name)
+        assert config.returncode == 0, config.stdout + config.stderr
+        assert "alerts.yml" in config.stdout
     compose = (ROOT / "docker-compose.yml").read_text()
     assert "./deploy/alerts.yml:/etc/prometheus/alerts.yml:ro" in compose
 

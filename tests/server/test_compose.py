@@ -105,3 +105,17 @@ def test_the_postgres_profile_runs_two_stateless_servers_over_pgvector() -> None
             else server["ports"][0]
         )
     assert len(ports) == 2
+    # with the postgres profile's Prometheus config, all three servers are scraped
+    chosen = subprocess.run(
+        [DOCKER_COMPOSE, "-f", "docker-compose.yml", "--profile", "postgres", "config"],
+        cwd=ROOT,
+        env={**os.environ, "PROMETHEUS_CONFIG": "prometheus-postgres.yml"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    prometheus = yaml.safe_load(chosen.stdout)["services"]["prometheus"]
+    assert "--config.file=/etc/prometheus/prometheus-postgres.yml" in prometheus["command"]
+    scraped = yaml.safe_load((ROOT / "deploy" / "prometheus-postgres.yml").read_text())
+    targets = scraped["scrape_configs"][0]["static_configs"][0]["targets"]
+    assert set(targets) == {"ratatoskr:8000", "ratatoskr-a:8000", "ratatoskr-b:8000"}
