@@ -91,8 +91,8 @@ def run(
 ) -> int:
     env = os.environ if env is None else env
     plane, verb = route(args.plane, args.verb)
-    url = args.url or url_from_env(env)
     try:
+        url = args.url or url_from_env(env)
         call_args = parse_args_json(read_args(args.args))
         tokens = minter(args, env)
         if args.retries < 0:

@@ -29,7 +29,10 @@ def url_from_env(env: Mapping[str, str] | None = None) -> str:
     env = os.environ if env is None else env
     if env.get(URL_ENV):
         return env[URL_ENV]
-    return f"http://127.0.0.1:{env.get('RATATOSKR_PORT') or 8000}"
+    port = (env.get("RATATOSKR_PORT") or "8000").strip()
+    if not port.isdigit() or not 1 <= int(port) <= 65535:
+        raise ValueError("RATATOSKR_PORT must be a port number (1..65535)")
+    return f"http://127.0.0.1:{port}"
 
 
 class ClientSettings(TypedDict, total=False):

@@ -74,6 +74,9 @@ def test_the_url_comes_from_the_settings() -> None:
     assert url_from_env({"RATATOSKR_URL": "http://10.0.0.5:9000"}) == "http://10.0.0.5:9000"
     assert url_from_env({"RATATOSKR_PORT": "8123"}) == "http://127.0.0.1:8123"
     assert url_from_env({}) == "http://127.0.0.1:8000"
+    for bad in ("abc", "0", "70000"):
+        with pytest.raises(ValueError, match="RATATOSKR_PORT must be a port number"):
+            url_from_env({"RATATOSKR_PORT": bad})
 
 
 def test_exactly_one_source_of_tokens() -> None:
