@@ -86,7 +86,9 @@ def check_replica_url(raw: str, setting: str = REPLICA_URL_ENV) -> str:
     if parts.scheme.lower() not in SCHEMES:
         raise ValueError(wanted)
     if parts.scheme.lower() == "file":
-        if parts.netloc or not parts.path.startswith("/") or parts.path.rstrip("/") == "":
+        # file:/dir parses as file:///dir, but Litestream's restore takes it for a config path
+        three_slashes = url[len(parts.scheme) :].startswith(":///")
+        if parts.netloc or not three_slashes or parts.path.rstrip("/") == "":
             raise ValueError(f"{setting}: a file replica is file:///absolute/dir")
     elif not parts.netloc:
         raise ValueError(f"{setting}: the URL names no bucket, container or host")
