@@ -234,6 +234,9 @@ def _backup(args: argparse.Namespace, stores: Stores) -> int:
     else:
         for plane, info in report["planes"].items():
             print(f"{plane} -> {info['path']}")
+        if report["jti"] is not None:
+            ledger = report["jti"]
+            print(f"jti ledger -> {ledger['path']} ({ledger['entries']:,} unexpired entries)")
         if "check" in report:
             show.render_check(report["check"])
     return 0 if report.get("check", {"ok": True})["ok"] else 1

@@ -14,9 +14,10 @@ from collections.abc import Callable
 from typing import Any
 
 from ratatoskr.core.filters import AFFECT, MEMORY, PLANES
-from ratatoskr.ops.locations import describe, existing_ledger, is_postgres
+from ratatoskr.ops.locations import describe, existing_ledger, is_postgres, ledger_location
 from ratatoskr.ops.stores import STORE_ERRORS, Paths, Stores
 from ratatoskr.postgres.probe import unfinished_migrations
+from ratatoskr.sqlite.jti import JtiLedger, ledger_beside
 
 UNFINISHED_MIGRATION = (
     "an admin migrate into this database has not finished: run it again to the end "
@@ -105,7 +106,7 @@ def backup(
         copied[plane] = {"path": target, "bytes": size}
         if on_copied is not None:
             on_copied(plane, size)
-    out: dict[str, Any] = {"planes": copied}
+    out: dict[str, Any] = {"planes": copied, "jti": _backup_ledger(stores, dest_dir)}
     if verify:
         copy_paths = Paths(
             targets.get(MEMORY, os.path.join(dest_dir, "memory.db")),
@@ -114,6 +115,31 @@ def backup(
         with Stores(copy_paths, clock=stores.clock) as copies:
             out["check"] = check(copies)
     return out
+
+
+def _backup_ledger(stores: Stores, dest_dir: str) -> dict[str, Any] | None:
+    """The server's jti ledger (or ``--jti-db``'s) beside the copied memory file, where a
+    server started on the copies looks for it: a token used before the backup stays used
+    on them. Its unexpired entries; None when there is no ledger yet."""
+    source = stores.paths.jti or ledger_location(stores.paths.memory)
+    ledger = existing_ledger(source, clock=stores.clock)
+    if ledger is None:
+        return None
+    target = ledger_beside(os.path.join(dest_dir, "memory.db"))
+    if os.path.exists(target):
+        ledger.close()
+        raise ValueError(f"refusing to overwrite {target}")
+    try:
+        entries = ledger.unexpired()
+    finally:
+        ledger.close()
+    copy = JtiLedger(target, clock=stores.clock)
+    try:
+        copy.adopt(entries)
+    finally:
+        copy.close()
+    os.chmod(target, 0o600)
+    return {"path": target, "entries": len(entries)}
 
 
 def prune(stores: Stores) -> dict[str, Any]:

@@ -86,6 +86,17 @@ class PgJtiLedger:
         )
         return int(row[0]) if row else 0
 
+    def unexpired(self) -> list[tuple[str, float]]:
+        """Every entry whose token can still verify (what a backup must carry along)."""
+        now = self.clock()
+        rows = self.db.once(
+            lambda conn: conn.execute(
+                "SELECT jti, expires_at FROM ratatoskr_jti WHERE expires_at > %s ORDER BY jti",
+                (now,),
+            ).fetchall()
+        )
+        return [(bytes(j).decode("utf-8", "surrogatepass"), float(e)) for j, e in rows]
+
     def adopt(self, entries: list[tuple[str, float]]) -> int:
         """Record tokens claimed elsewhere (another ledger being moved here), keeping the
         later expiry of an entry held twice: each stays used until it expires."""

@@ -87,5 +87,17 @@ class JtiLedger:
             sql = "SELECT jti, expires_at FROM jti_ledger WHERE expires_at > ? ORDER BY jti"
             return [(str(j), float(e)) for j, e in conn.execute(sql, (self.clock(),))]
 
+    def adopt(self, entries: list[tuple[str, float]]) -> int:
+        """Record tokens claimed elsewhere (a ledger being copied here), keeping the later
+        expiry of an entry held twice: each stays used until it expires."""
+        with self.db.write() as conn:
+            for jti, expires_at in entries:
+                conn.execute(
+                    "INSERT INTO jti_ledger (jti, expires_at) VALUES (?, ?) ON CONFLICT (jti) "
+                    "DO UPDATE SET expires_at = max(expires_at, excluded.expires_at)",
+                    (jti, expires_at),
+                )
+        return len(entries)
+
     def close(self) -> None:
         self.db.close()

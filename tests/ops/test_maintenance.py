@@ -387,3 +387,24 @@ def test_every_command_has_help_with_an_example(
     assert exit_.value.code == 0
     out = capsys.readouterr().out
     assert "example:" in out and f"ratatoskr admin {command}" in out
+
+
+def test_a_backup_carries_the_used_tokens(filled: Files, admin: Any, tmp_path: Path) -> None:
+    """A server started on the copies refuses a token the original server took."""
+    now = time.time()
+    ledger = JtiLedger(str(filled.dir / "memory.jti.db"))
+    assert ledger.claim("used-before", now + 600)
+    assert ledger.claim("long-expired", now - 5)
+    ledger.close()
+    dest = tmp_path / "copy"
+    ran = admin("backup", "--to", str(dest), "--json")
+    assert ran.code == 0, ran.err
+    assert ran.json()["jti"] == {"path": str(dest / "memory.jti.db"), "entries": 1}
+    copied = JtiLedger(str(dest / "memory.jti.db"))
+    try:
+        assert copied.claim("used-before", now + 600) is False
+        assert copied.claim("long-expired", now + 600) is True
+    finally:
+        copied.close()
+    shown = admin("backup", "--to", str(tmp_path / "again"))
+    assert "jti ledger -> " in shown.out and "(1 unexpired entries)" in shown.out
