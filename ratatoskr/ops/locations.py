@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from ratatoskr.affect.postgres.store import PgAffectStore, open_pg_affect_store
@@ -119,3 +119,20 @@ def existing_ledger(
     if not os.path.isfile(location):
         return None
     return JtiLedger(location, clock=clock)
+
+
+def unexpired_tokens(
+    locations: Iterable[str], *, clock: Callable[[], float] = time.time
+) -> list[tuple[str, float]] | None:
+    """The unexpired entries of the jti ledgers at ``locations`` (a move or a copy carries
+    them, so a token used before stays used after); None when none of them exists."""
+    found: list[tuple[str, float]] | None = None
+    for location in locations:
+        ledger = existing_ledger(location, clock=clock)
+        if ledger is None:
+            continue
+        try:
+            found = (found or []) + ledger.unexpired()
+        finally:
+            ledger.close()
+    return found

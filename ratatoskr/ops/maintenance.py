@@ -14,7 +14,13 @@ from collections.abc import Callable
 from typing import Any
 
 from ratatoskr.core.filters import AFFECT, MEMORY, PLANES
-from ratatoskr.ops.locations import describe, existing_ledger, is_postgres, ledger_location
+from ratatoskr.ops.locations import (
+    describe,
+    existing_ledger,
+    is_postgres,
+    ledger_location,
+    unexpired_tokens,
+)
 from ratatoskr.ops.stores import STORE_ERRORS, Paths, Stores
 from ratatoskr.postgres.probe import unfinished_migrations
 from ratatoskr.sqlite.jti import JtiLedger, ledger_beside
@@ -122,17 +128,12 @@ def _backup_ledger(stores: Stores, dest_dir: str) -> dict[str, Any] | None:
     server started on the copies looks for it: a token used before the backup stays used
     on them. Its unexpired entries; None when there is no ledger yet."""
     source = stores.paths.jti or ledger_location(stores.paths.memory)
-    ledger = existing_ledger(source, clock=stores.clock)
-    if ledger is None:
+    entries = unexpired_tokens([source], clock=stores.clock)
+    if entries is None:
         return None
     target = ledger_beside(os.path.join(dest_dir, "memory.db"))
     if os.path.exists(target):
-        ledger.close()
         raise ValueError(f"refusing to overwrite {target}")
-    try:
-        entries = ledger.unexpired()
-    finally:
-        ledger.close()
     copy = JtiLedger(target, clock=stores.clock)
     try:
         copy.adopt(entries)

@@ -31,16 +31,15 @@ from ratatoskr.core.filters import AFFECT, MEMORY
 from ratatoskr.memory.postgres import transfer as memory_transfer
 from ratatoskr.ops.locations import (
     describe,
-    existing_ledger,
     is_postgres,
     open_affect,
     open_memory,
+    unexpired_tokens,
 )
 from ratatoskr.ops.stores import Stores
 from ratatoskr.postgres.database import Conn, PgDatabase
 from ratatoskr.postgres.jti import PgJtiLedger
 from ratatoskr.postgres.probe import MIGRATION_MARKER as MARKER
-from ratatoskr.sqlite.jti import JtiLedger
 
 Progress = Callable[[str, int], None]
 _TABLES = {MEMORY: ("memory_chunks",), AFFECT: ("affect_states", "affect_events")}
@@ -162,19 +161,9 @@ def _copy_plane(
 def _copy_ledgers(stores: Stores, target: str) -> int:
     """Every unexpired entry of the jti ledgers beside the files (or named by ``--jti-db``)
     into the database's ledger: a token used before the move stays used after it."""
-    entries: list[tuple[str, float]] = []
-    for path in stores.paths.jti_files():
-        if is_postgres(path):
-            continue
-        ledger = existing_ledger(path, clock=stores.clock)
-        if isinstance(ledger, JtiLedger):
-            try:
-                entries += ledger.unexpired()
-            finally:
-                ledger.close()
     pg = PgJtiLedger(target, clock=stores.clock)
     try:
-        return pg.adopt(entries)
+        return pg.adopt(unexpired_tokens(stores.paths.jti_files(), clock=stores.clock) or [])
     finally:
         pg.close()
 
