@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -89,8 +91,20 @@ def _add(
     return parser
 
 
+def _end_on_sigterm() -> None:
+    """SIGTERM (``kill``, ``timeout``, a job runner) ends a command as Ctrl-C does: through
+    its cleanup, staged files removed and a child such as Litestream killed (exit 143)."""
+
+    def terminated(signum: int, _frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, terminated)
+
+
 def _runner(handler: Handler) -> Callable[[argparse.Namespace], int]:
     def run(args: argparse.Namespace) -> int:
+        _end_on_sigterm()
         try:
             paths = Paths.resolve(
                 os.environ,

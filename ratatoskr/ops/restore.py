@@ -31,9 +31,11 @@ from typing import Any
 
 import orjson
 
+from ratatoskr.core.parent_death import die_with_parent
 from ratatoskr.ops.locations import describe, is_postgres
 from ratatoskr.ops.stores import Paths
 from ratatoskr.sqlite.jti import ledger_beside
+from ratatoskr.sqlite.litestream_run import litestream_env, private_workdir, write_config
 from ratatoskr.sqlite.replica import (
     MAX_LAG_ENV,
     check_replica_url,
@@ -49,8 +51,7 @@ from ratatoskr.sqlite.replica import (
 
 RESTORE_TIMEOUT = 3600
 SIDECARS = ("", "-wal", "-shm", "-journal")
-_NOT_IN_RANGE = "timestamp does not exist"  # Litestream's words for a time out of its range
-_WITHHELD_PREFIXES = ("RATATOSKR_", "PROMETHEUS_")
+_NO_BACKUP = "no matching backup files available"  # Litestream: nothing to restore
 
 
 class RestoreRefused(ValueError):
@@ -110,10 +111,6 @@ def rfc3339(value: str) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-def _env() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if not k.startswith(_WITHHELD_PREFIXES)}
-
-
 class Restorer:
     """One restore from ``url`` into ``paths``; ``run`` does it."""
 
@@ -128,16 +125,28 @@ class Restorer:
         self.binary = found
         self.targets = targets(paths)
         self.secrets = url_secrets(self.url)
+        self.config_path = ""
 
-    def _litestream(self, *args: str) -> subprocess.CompletedProcess[str]:
+    def _litestream(self, command: str, *args: str) -> subprocess.CompletedProcess[str]:
+        """One Litestream command on a target's path, which the private config maps to its
+        replica URL: the URL stays off the command line."""
         return subprocess.run(
-            [self.binary, *args],
+            [self.binary, command, "-config", self.config_path, "-no-expand-env", *args],
             capture_output=True,
             text=True,
-            env=_env(),
+            env=litestream_env(),
             stdin=subprocess.DEVNULL,
             timeout=RESTORE_TIMEOUT,
+            preexec_fn=die_with_parent,  # a restore killed outright takes Litestream along
         )
+
+    def _config(self) -> dict[str, Any]:
+        return {
+            "dbs": [
+                {"path": t.path, "replica": {"url": replica_url_for(self.url, t.name)}}
+                for t in self.targets
+            ]
+        }
 
     def run(self, *, timestamp: str | None = None, force: bool = False) -> dict[str, Any]:
         present = existing_files(self.targets)
@@ -147,6 +156,14 @@ class Restorer:
                 "stop the server and add --force to replace them"
             )
         when = rfc3339(timestamp) if timestamp else None
+        workdir = private_workdir()
+        try:
+            self.config_path = write_config(workdir, self._config())
+            return self._run(when)
+        finally:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+    def _run(self, when: str | None) -> dict[str, Any]:
         staged: dict[str, tuple[Target, str, dict[str, Any]]] = {}
         try:
             for target in self.targets:
@@ -161,8 +178,8 @@ class Restorer:
                     with contextlib.suppress(FileNotFoundError):
                         os.unlink(temporary + suffix)
         files = {name: info for name, (_, _, info) in staged.items()}
-        for name, info in files.items():
-            info["replicated_at"] = self._replicated_at(name, info["txid"])
+        for target, _, info in staged.values():
+            info["replicated_at"] = self._replicated_at(target, info["txid"])
         skipped = [t.name for t in self.targets if t.name not in staged]
         return {
             "from": redact_url(self.url),
@@ -182,14 +199,13 @@ class Restorer:
                 os.unlink(temporary + suffix)
         source = replica_url_for(self.url, target.name)
         started = time.perf_counter()
-        done = self._restore(source, temporary, when)
-        if done.returncode != 0 and when is not None and _NOT_IN_RANGE in done.stderr:
-            # Litestream refuses a time after the replica's last change; the state as of
-            # then is its latest one. A time before its first change stays refused.
-            if self._begins_before(target.name, when):
-                done = self._restore(source, temporary, None)
-            else:
+        done = self._restore(target, temporary, when)
+        if done.returncode != 0 and _NO_BACKUP in done.stderr:
+            # Litestream's words for an empty replica and for a time before its first
+            # change alike (a time after its last change restores the latest state)
+            if when is not None and self._listing(target):
                 raise RestoreFailed(f"{target.name}: the replica begins after {when}")
+            done = subprocess.CompletedProcess(done.args, 0, "", "")
         seconds = time.perf_counter() - started
         if done.returncode != 0:
             lines = done.stderr.strip().splitlines()
@@ -216,16 +232,16 @@ class Restorer:
         return temporary, info
 
     def _restore(
-        self, source: str, output: str, when: str | None
+        self, target: Target, output: str, when: str | None
     ) -> subprocess.CompletedProcess[str]:
-        args = ["restore", "-json", "-if-replica-exists", "-o", output]
+        args = ["-json", "-o", output]
         if when is not None:
             args += ["-timestamp", when]
-        return self._litestream(*args, source)
+        return self._litestream("restore", *args, target.path)
 
-    def _listing(self, name: str) -> list[dict[str, Any]]:
+    def _listing(self, target: Target) -> list[dict[str, Any]]:
         """The replica's LTX files of every level (whole-second timestamps)."""
-        done = self._litestream("ltx", "-level", "all", "-json", replica_url_for(self.url, name))
+        done = self._litestream("ltx", "-level", "all", "-json", target.path)
         if done.returncode != 0:
             return []
         try:
@@ -233,17 +249,6 @@ class Restorer:
         except orjson.JSONDecodeError:
             return []
         return [item for item in listing if isinstance(item, dict)]
-
-    def _begins_before(self, name: str, when: str) -> bool:
-        """Whether the replica's first file is surely older than ``when`` (a whole second
-        earlier, the listing's resolution)."""
-        moment = datetime.fromisoformat(when.replace("Z", "+00:00")).timestamp()
-        firsts = [
-            datetime.fromisoformat(str(item["timestamp"]).replace("Z", "+00:00")).timestamp()
-            for item in self._listing(name)
-            if item.get("timestamp")
-        ]
-        return bool(firsts) and min(firsts) + 1 <= moment
 
     def _replace(self, target: Target, temporary: str) -> None:
         for suffix in SIDECARS:
@@ -253,14 +258,14 @@ class Restorer:
         remove_state(target.path)
         os.replace(temporary, target.path)
 
-    def _replicated_at(self, name: str, txid: str) -> str | None:
+    def _replicated_at(self, target: Target, txid: str) -> str | None:
         """When the restored position reached the replica: the earliest LTX file ending at
         it (Litestream's listing has whole seconds)."""
         if not txid:
             return None
         times = sorted(
             str(item["timestamp"])
-            for item in self._listing(name)
+            for item in self._listing(target)
             if item.get("max_txid") == txid and item.get("timestamp")
         )
         return times[0] if times else None

@@ -104,7 +104,7 @@ def on_starting(server: Any) -> None:
 def post_fork(server: Any, worker: Any) -> None:
     """Worker, just forked: it ends with the master (``parent_death.py``), never serving on
     alone once the master is killed outright."""
-    from ratatoskr.server.parent_death import end_with
+    from ratatoskr.core.parent_death import end_with
 
     end_with(server.pid)
 

@@ -21,14 +21,12 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import logging
 import os
 import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Sequence
@@ -38,15 +36,15 @@ from typing import IO, Any
 import httpx
 import orjson
 
+from ratatoskr.core.parent_death import die_with_parent
 from ratatoskr.server.logs import configure_logging
-from ratatoskr.server.parent_death import die_with_parent
 from ratatoskr.server.replication import (
     SHUTDOWN_SYNC_SECONDS,
     ReplicatedFile,
     litestream_config,
 )
+from ratatoskr.sqlite.litestream_run import litestream_env, private_workdir, write_config
 from ratatoskr.sqlite.replica import (
-    CREDENTIAL_ENV,
     ReplicaSettings,
     ReplicaState,
     litestream_binary,
@@ -65,9 +63,6 @@ STABLE_RUN = 60.0
 STOP_GRACE = SHUTDOWN_SYNC_SECONDS + 2
 LEVELS = {"DEBUG": logging.DEBUG, "INFO": logging.INFO, "WARN": logging.WARNING}
 LEVELS |= {"WARNING": logging.WARNING, "ERROR": logging.ERROR}
-WORKDIR_PREFIX = "ratatoskr-litestream-"
-# the variables Litestream is not given: the server's own (its key above all)
-_WITHHELD_PREFIXES = ("RATATOSKR_", "PROMETHEUS_")
 
 
 def parse_time(value: object) -> float | None:
@@ -100,16 +95,12 @@ class Supervisor:
         self.binary = binary
         self.secrets = url_secrets(replica.url)
         self.poll_interval = min(1.0, max(0.1, replica.sync_interval_ms / 2000))
-        sweep_stale_workdirs()
-        self.workdir = tempfile.mkdtemp(prefix=f"{WORKDIR_PREFIX}{os.getpid()}-")
-        self.config_path = os.path.join(self.workdir, "litestream.yml")
+        self.workdir = private_workdir()
         self.socket_path = os.path.join(self.workdir, "control.sock")
         config = litestream_config(
             self.files, replica.url, self.socket_path, replica.sync_interval_ms, busy_timeout_ms
         )
-        fd = os.open(self.config_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "w") as handle:
-            json.dump(config, handle)
+        self.config_path = write_config(self.workdir, config)
         now = time.time()
         self.states = {
             f.name: ReplicaState(
@@ -164,11 +155,7 @@ class Supervisor:
     def _run_once(self) -> int:
         """One Litestream run; its exit status (negative: the signal that ended it)."""
         cmd = [self.binary, "replicate", "-config", self.config_path, "-no-expand-env"]
-        env = {
-            k: v
-            for k, v in os.environ.items()
-            if not k.startswith(_WITHHELD_PREFIXES) and not (k in CREDENTIAL_ENV and not v)
-        }
+        env = litestream_env()
         try:
             process = subprocess.Popen(
                 cmd,
@@ -307,31 +294,6 @@ class Supervisor:
             state.restarts = self.restarts
             with contextlib.suppress(OSError):
                 write_state(file.path, state)
-
-
-def sweep_stale_workdirs() -> None:
-    """Remove the private directories of supervisors that are gone (a SIGKILL leaves its
-    config, which may hold the URL's credentials): ``ratatoskr-litestream-<pid>-*`` of this
-    user whose process no longer exists."""
-    root = tempfile.gettempdir()
-    for name in os.listdir(root):
-        if not name.startswith(WORKDIR_PREFIX):
-            continue
-        pid = name[len(WORKDIR_PREFIX) :].partition("-")[0]
-        path = os.path.join(root, name)
-        with contextlib.suppress(OSError):
-            if pid.isdigit() and os.stat(path).st_uid == os.getuid() and not _alive(int(pid)):
-                shutil.rmtree(path, ignore_errors=True)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def log(level: int, event: str, **fields: Any) -> None:

@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ratatoskr.server.parent_death import die_with_parent
+from ratatoskr.core.parent_death import die_with_parent
 from ratatoskr.server.settings import Settings, load_settings
 from ratatoskr.sqlite.checkpointer import INLINE_PAGES, WAKE_PAGES
 from ratatoskr.sqlite.jti import JtiLedger, ledger_beside

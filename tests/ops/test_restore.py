@@ -132,6 +132,12 @@ def test_restore_to_a_timestamp_returns_the_earlier_state(
     assert earlier == latest - len(later)
     before = admin("restore", "--from", url, "--force", "--timestamp", "2020-01-01T00:00:00Z")
     assert before.code == 2 and "begins after" in before.err
+    assert admin("stats", "--json").json()["planes"]["memory"]["records"]["chunk"] == earlier
+    # a time after the replica's last change: its latest state, which it held then
+    future = admin("restore", "--from", url, "--force", "--timestamp", "2099-01-01T00:00:00Z")
+    assert future.code == 0, future.err
+    assert admin("stats", "--json").json()["planes"]["memory"]["records"]["chunk"] == latest
+    admin("restore", "--from", url, "--force", "--timestamp", between)
 
     # replicating on from the restored state: the replica's latest is that state, plus
     # what was written after the restore, without the writes the restore went back past

@@ -23,7 +23,7 @@ from typing import Any
 
 import httpx
 
-from ratatoskr.server.litestream_supervisor import sweep_stale_workdirs
+from ratatoskr.sqlite.litestream_run import sweep_stale_workdirs
 from ratatoskr.sqlite.replica import read_state
 from tests.reliability.common import chunk, put, revisions, state, upsert
 from tests.server.harness import Server, alive, poll

@@ -21,7 +21,7 @@ import httpx
 import orjson
 import pytest
 
-from ratatoskr.server.litestream_supervisor import WORKDIR_PREFIX, sweep_stale_workdirs
+from ratatoskr.sqlite.litestream_run import WORKDIR_PREFIX, sweep_stale_workdirs
 from ratatoskr.sqlite.replica import ReplicaState, read_state
 from tests.reliability.common import chunk, ready, upsert
 from tests.reliability.replica_drill import admin, replica_env, wait_replicated
