@@ -16,6 +16,7 @@ from rich.measure import Measurement
 from rich.table import Table
 
 from ratatoskr.core.scope import AXES
+from ratatoskr.sqlite.replica import SILENT_AFTER
 
 MAX_TABLE_WIDTH = 100_000
 
@@ -192,13 +193,21 @@ def render_replication(info: dict[str, Any]) -> None:
             name,
             state["status"],
             f"{state['lag_s']:,.1f} s",
-            "running" if state["litestream_running"] else "not running",
+            _litestream_column(state),
             str(state["restarts"]),
         )
     print_table(out, table)
     for name, state in info["files"].items():
         if state["reporting"]:
             out.print(f"{name} -> {state['replica']}", soft_wrap=True)
+
+
+def _litestream_column(state: dict[str, Any]) -> str:
+    if state["litestream_running"]:
+        return "running"
+    if state["supervisor_silent_s"] > SILENT_AFTER:
+        return f"not running (supervisor silent {state['supervisor_silent_s']:,.0f} s)"
+    return "not running"
 
 
 def render_restore(report: dict[str, Any]) -> None:

@@ -273,7 +273,8 @@ class Restorer:
 
 def replication_stats(paths: Paths, max_lag: float, now: float) -> dict[str, Any]:
     """``admin stats``'s view of replication: per replicated file, what its supervisor last
-    wrote (lag, whether Litestream runs, restarts) and whether the lag is over ``max_lag``."""
+    wrote (lag, whether Litestream runs, restarts), how long ago it wrote it, and whether the
+    lag is over ``max_lag`` or the supervisor has gone silent."""
     out: dict[str, Any] = {"max_lag_s": max_lag, "setting": MAX_LAG_ENV, "files": {}}
     for target in targets(paths):
         state = read_state(target.path)
@@ -281,12 +282,15 @@ def replication_stats(paths: Paths, max_lag: float, now: float) -> dict[str, Any
             out["files"][target.name] = {"reporting": False, "status": "degraded"}
             continue
         lag = state.lag(now)
+        reporting = state.reporting(now)
         out["files"][target.name] = {
             "reporting": True,
             "replica": state.replica,
             "lag_s": round(lag, 3),
-            "status": "degraded" if lag > max_lag else "ok",
-            "litestream_running": state.litestream_running,
+            "status": "degraded" if lag > max_lag or not reporting else "ok",
+            # what a supervisor killed outright last wrote is not news of Litestream
+            "litestream_running": state.litestream_running and reporting,
+            "supervisor_silent_s": round(state.silent_for(now), 1),
             "restarts": state.restarts,
         }
     return out

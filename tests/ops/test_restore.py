@@ -21,7 +21,7 @@ from ratatoskr.ops.restore import Restorer
 from ratatoskr.ops.stores import Paths
 from ratatoskr.server.replication import litestream_config, replicated_files
 from ratatoskr.sqlite.jti import JtiLedger
-from ratatoskr.sqlite.replica import litestream_binary, read_state
+from ratatoskr.sqlite.replica import ReplicaState, litestream_binary, read_state, write_state
 from tests.ops.conftest import CTX, DIM, Files, chunks
 from tests.server.harness import poll
 
@@ -202,3 +202,27 @@ def test_restore_refuses_a_postgresql_target_before_touching_anything(
     paths = Paths.resolve({}, memory=f"postgresql://u:{SECRET}@db/r", affect=str(filled.affect))
     with pytest.raises(ValueError, match="SQLite files only"):
         Restorer(paths, replica)  # the Python API refuses it too
+
+
+def test_stats_shows_litestream_not_running_once_its_supervisor_falls_silent(
+    files: Files, admin: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("RATATOSKR_REPLICA_URL", "file:///backups/ratatoskr")
+    now = time.time()
+    for name, silent in (("memory.db", 0.5), ("affect.db", 300.0)):
+        state = ReplicaState(
+            replica=f"file:///backups/ratatoskr/{name}",
+            since=now - 600,
+            last_sync_at=now - 1,
+            updated_at=now - silent,
+            litestream_running=True,  # what a supervisor killed outright last wrote
+            litestream_pid=1,
+            supervisor_pid=1,
+        )
+        write_state(str(files.dir / name), state)
+    shown = admin("stats", "--json").json()["replication"]["files"]
+    assert shown["memory"]["litestream_running"] and shown["memory"]["status"] == "ok"
+    assert not shown["affect"]["litestream_running"] and shown["affect"]["status"] == "degraded"
+    assert shown["affect"]["supervisor_silent_s"] >= 300
+    table = admin("stats").out
+    assert "not running (supervisor silent 30" in table

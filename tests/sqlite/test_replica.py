@@ -61,14 +61,28 @@ def test_health_degrades_when_the_replica_lags_or_nobody_reports(tmp_path: Path)
         quiet = store.health()
         assert quiet["status"] == "degraded" and "not reported" in quiet["reason"]
         now = time.time()
-        write_state(path, ReplicaState(replica="file:///r/affect", since=now, last_sync_at=now))
+        fresh = ReplicaState(
+            replica="file:///r/affect", since=now, last_sync_at=now, updated_at=now
+        )
+        write_state(path, fresh)
         assert store.health() == {"status": "ok", "reason": DURABILITY["FULL"]}
-        stale = ReplicaState(replica="file:///r/affect", since=now - 60, last_sync_at=now - 9)
+        stale = ReplicaState(
+            replica="file:///r/affect", since=now - 60, last_sync_at=now - 9, updated_at=now
+        )
         write_state(path, stale)
         lagging = store.health()
         assert lagging["status"] == "degraded"
         assert "lags 9 s" in lagging["reason"] and "RATATOSKR_REPLICA_MAX_LAG" in lagging["reason"]
         assert path not in lagging["reason"]
+        # synced a second ago, but the supervisor wrote that 30 s ago: it was killed
+        silent = ReplicaState(
+            replica="file:///r/affect", since=now - 60, last_sync_at=now - 1, updated_at=now - 30
+        )
+        write_state(path, silent)
+        gone = store.health()
+        assert (
+            gone["status"] == "degraded" and "supervisor has not reported for 3" in gone["reason"]
+        )
     finally:
         store.close()
     unreplicated = open_affect_store(str(tmp_path / "other.db"))
