@@ -170,6 +170,9 @@ def render_stats(report: dict[str, Any]) -> None:
         )
     out.print(files)
     for ledger in report["jti"]:
+        if "problem" in ledger:
+            out.print(f"jti ledger {ledger['path']}: {ledger['problem']}", soft_wrap=True)
+            continue
         sync = ledger.get("synchronous")  # PostgreSQL's durability is the server's own
         out.print(
             f"jti ledger {ledger['path']}: {ledger['entries']:,} ({ledger['expired']:,} expired)"
@@ -243,4 +246,14 @@ def render_check(report: dict[str, Any]) -> None:
                 out.print(f"  - {problem}", soft_wrap=True)
         else:
             out.print(f"{plane}: ok ({result['path']})", soft_wrap=True)
+    for ledger in report.get("jti", []):
+        if ledger["problems"]:
+            out.print(
+                f"jti ledger: {len(ledger['problems'])} problem(s) in {ledger['path']}",
+                soft_wrap=True,
+            )
+            for problem in ledger["problems"]:
+                out.print(f"  - {problem}", soft_wrap=True)
+        else:
+            out.print(f"jti ledger: ok ({ledger['path']})", soft_wrap=True)
     out.print("check passed" if report["ok"] else "check FAILED")

@@ -52,10 +52,15 @@ def plane_stats(stores: Stores, plane: str) -> dict[str, Any]:
 
 
 def ledger_stats(stores: Stores) -> list[dict[str, Any]]:
-    """The jti ledgers' part of ``stats``: entries and expired entries per existing ledger."""
+    """The jti ledgers' part of ``stats``: entries and expired entries per existing ledger,
+    or why a ledger cannot be read."""
     out: list[dict[str, Any]] = []
     for path in stores.paths.jti_files():
-        ledger = existing_ledger(path, clock=stores.clock)
+        try:
+            ledger = existing_ledger(path, clock=stores.clock)
+        except STORE_ERRORS as exc:
+            out.append({"path": describe(path), "problem": str(exc)})
+            continue
         if ledger is not None:
             try:
                 out.append(
@@ -69,6 +74,26 @@ def ledger_stats(stores: Stores) -> list[dict[str, Any]]:
                 )
             finally:
                 ledger.close()
+    return out
+
+
+def ledger_check(stores: Stores) -> list[dict[str, Any]]:
+    """Each existing jti ledger's problems: a file that is not a ledger (a plane file put
+    in its place) would make every mutating call fail; a damaged one too."""
+    out: list[dict[str, Any]] = []
+    for path in stores.paths.jti_files():
+        try:
+            ledger = existing_ledger(path, clock=stores.clock)
+        except STORE_ERRORS as exc:
+            out.append({"path": describe(path), "problems": [f"cannot open: {exc}"]})
+            continue
+        if ledger is None:
+            continue
+        try:  # a PostgreSQL ledger is a table the database checks itself
+            problems = ledger.check() if isinstance(ledger, JtiLedger) else []
+        finally:
+            ledger.close()
+        out.append({"path": describe(path), "problems": problems})
     return out
 
 
@@ -88,7 +113,9 @@ def check(stores: Stores) -> dict[str, Any]:
         if is_postgres(location) and plane in unfinished_migrations(location):
             problems = [*problems, UNFINISHED_MIGRATION]
         planes[plane] = {"path": stores.paths.shown(plane), "problems": problems}
-    return {"ok": not any(p["problems"] for p in planes.values()), "planes": planes}
+    ledgers = ledger_check(stores)
+    found = [*planes.values(), *ledgers]
+    return {"ok": not any(p["problems"] for p in found), "planes": planes, "jti": ledgers}
 
 
 def backup(

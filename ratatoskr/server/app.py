@@ -147,6 +147,8 @@ def check_stores(settings: Settings, planes: Sequence[str] = PLANES) -> None:
         open_ledger_at(location, database=settings.database, pool=settings.postgres).close()
     except Unavailable as exc:  # PostgreSQL not reachable (the message masks the URL)
         raise SettingsError(f"{setting}: {exc.message}") from None
+    except SchemaError as exc:  # a plane file restored or copied in the ledger's place
+        raise SettingsError(f"{setting}: the jti ledger beside it: {exc}") from None
     except Exception as exc:  # apsw: cannot open, read-only directory, ...
         raise SettingsError(
             f"{setting}: the jti ledger beside it cannot be opened ({type(exc).__name__})"

@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 import apsw
 
-from ratatoskr.sqlite.database import Database, DatabaseSettings, Migration
+from ratatoskr.sqlite.database import Database, DatabaseSettings, Migration, SchemaError
 
 PRUNE_EVERY = 256
 
@@ -50,6 +50,11 @@ class JtiLedger:
         self.db = Database(path, MIGRATIONS, settings)
         self.clock = clock
         self._claims = 0
+        try:
+            _require_ledger(self.db)
+        except BaseException:
+            self.db.close()
+            raise
 
     def claim(self, jti: str, expires_at: float) -> bool:
         """True the first time ``jti`` is claimed (until it expires), False on a replay."""
@@ -99,5 +104,30 @@ class JtiLedger:
                 )
         return len(entries)
 
+    def check(self) -> list[str]:
+        """What is wrong with the file (SQLite's ``quick_check``); empty when nothing is."""
+        with self.db.read() as conn:
+            found = [str(row[0]) for row in conn.execute("PRAGMA quick_check")]
+        return [] if found == ["ok"] else [f"quick_check: {line}" for line in found[:20]]
+
     def close(self) -> None:
         self.db.close()
+
+
+def _require_ledger(db: Database) -> None:
+    """``SchemaError`` for a file that is not a ledger (a plane file put in its place, as a
+    restore or a copy can): every mutating call would otherwise fail on it."""
+    with db.read() as conn:
+        tables = {str(row[0]) for row in conn.execute(_TABLES)}
+        if "jti_ledger" in tables:
+            return
+        marked = []
+        if "ratatoskr_meta" in tables:
+            marked = conn.execute(_PLANE_MARK).fetchall()
+    if marked:
+        raise SchemaError(f"the file is the {marked[0][0]} plane's database, not a jti ledger")
+    raise SchemaError("the file is not a jti ledger (it has no jti_ledger table)")
+
+
+_TABLES = "SELECT name FROM sqlite_master WHERE type = 'table'"
+_PLANE_MARK = "SELECT value FROM ratatoskr_meta WHERE key = 'plane'"

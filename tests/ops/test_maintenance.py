@@ -16,7 +16,7 @@ from ratatoskr.affect.store import open_affect_store
 from ratatoskr.cli import main
 from ratatoskr.memory.store import open_memory_store
 from ratatoskr.server.app import check_stores
-from ratatoskr.server.settings import load_settings
+from ratatoskr.server.settings import SettingsError, load_settings
 from ratatoskr.sqlite.database import SchemaError
 from ratatoskr.sqlite.jti import JtiLedger
 from tests.ops.conftest import CTX, DIM, Files, fill
@@ -408,3 +408,39 @@ def test_a_backup_carries_the_used_tokens(filled: Files, admin: Any, tmp_path: P
         copied.close()
     shown = admin("backup", "--to", str(tmp_path / "again"))
     assert "jti ledger -> " in shown.out and "(1 unexpired entries)" in shown.out
+
+
+def test_a_file_in_the_ledgers_place_that_is_no_ledger_fails_check_stats_and_the_start(
+    filled: Files, admin: Any, tmp_path: Path
+) -> None:
+    """A plane file restored or copied where the jti ledger goes: every mutating call would
+    fail on it, so the check fails, stats says why and the server does not start."""
+    ledger = filled.dir / "memory.jti.db"
+    JtiLedger(str(ledger)).close()
+    assert admin("check").code == 0
+    assert "jti ledger: ok" in admin("check").out
+    ledger.write_bytes(filled.affect.read_bytes())
+    ran = admin("check")
+    assert ran.code == 1 and "check FAILED" in ran.out
+    assert "jti ledger: 1 problem(s)" in ran.out
+    assert "the affect plane's database, not a jti ledger" in ran.out
+    report = admin("check", "--json").json()
+    assert report["jti"][0]["path"] == str(ledger) and not report["ok"]
+    stats = admin("stats", "--json")
+    assert stats.code == 0  # the planes' figures are still shown
+    assert "not a jti ledger" in stats.json()["jti"][0]["problem"]
+    settings = load_settings(
+        {
+            "RATATOSKR_MEMORY_DB": str(filled.memory),
+            "RATATOSKR_AFFECT_DB": str(filled.affect),
+            "RATATOSKR_MEMORY_EMBEDDING_DIM": str(DIM),
+            "RATATOSKR_HEIMDALL_KEY": "k" * 32,
+        },
+        cwd=filled.dir,
+    )
+    with pytest.raises(SettingsError, match="RATATOSKR_MEMORY_DB: the jti ledger beside it"):
+        check_stores(settings)
+    empty = tmp_path / "empty.db"
+    apsw.Connection(str(empty)).execute("CREATE TABLE other (x); PRAGMA user_version = 1")
+    with pytest.raises(SchemaError, match="not a jti ledger"):
+        JtiLedger(str(empty))
