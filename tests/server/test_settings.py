@@ -232,6 +232,17 @@ def test_bad_replication_settings_are_named_and_never_quoted(
     assert "secret-path-31" not in str(caught.value)
 
 
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [("RATATOSKR_REPLICA_MAX_LAG", "soon"), ("RATATOSKR_REPLICA_SYNC_INTERVAL_MS", "10")],
+)
+def test_a_bad_replication_setting_is_refused_before_replication_is_on(
+    tmp_path: Path, name: str, value: str
+) -> None:
+    with pytest.raises(SettingsError, match=name):
+        load_settings({"RATATOSKR_HEIMDALL_KEY": "k" * 32, name: value}, cwd=tmp_path)
+
+
 def test_serve_refuses_a_bad_replica_url_naming_the_setting(tmp_path: Path) -> None:
     done = _serve(tmp_path, RATATOSKR_REPLICA_URL="gopher://host/secret-path-31")
     assert done.returncode == 2
