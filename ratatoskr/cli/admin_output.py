@@ -206,6 +206,8 @@ def render_replication(info: dict[str, Any]) -> None:
 
 
 def _litestream_column(state: dict[str, Any]) -> str:
+    if state.get("restorable") is False:
+        return "replica holds nothing to restore from"
     if state["litestream_running"]:
         return "running"
     if state["supervisor_silent_s"] > SILENT_AFTER:

@@ -35,7 +35,12 @@ from ratatoskr.core.parent_death import die_with_parent
 from ratatoskr.ops.locations import describe, is_postgres
 from ratatoskr.ops.stores import Paths
 from ratatoskr.sqlite.jti import ledger_beside
-from ratatoskr.sqlite.litestream_run import litestream_env, private_workdir, write_config
+from ratatoskr.sqlite.litestream_run import (
+    NO_BACKUP,
+    litestream_env,
+    private_workdir,
+    write_config,
+)
 from ratatoskr.sqlite.replica import (
     MAX_LAG_ENV,
     check_replica_url,
@@ -51,7 +56,6 @@ from ratatoskr.sqlite.replica import (
 
 RESTORE_TIMEOUT = 3600
 SIDECARS = ("", "-wal", "-shm", "-journal")
-_NO_BACKUP = "no matching backup files available"  # Litestream: nothing to restore
 
 
 class RestoreRefused(ValueError):
@@ -200,7 +204,7 @@ class Restorer:
         source = replica_url_for(self.url, target.name)
         started = time.perf_counter()
         done = self._restore(target, temporary, when)
-        if done.returncode != 0 and _NO_BACKUP in done.stderr:
+        if done.returncode != 0 and NO_BACKUP in done.stderr:
             # Litestream's words for an empty replica and for a time before its first
             # change alike (a time after its last change restores the latest state)
             if when is not None and self._listing(target):
@@ -283,11 +287,13 @@ def replication_stats(paths: Paths, max_lag: float, now: float) -> dict[str, Any
             continue
         lag = state.lag(now)
         reporting = state.reporting(now)
+        restorable = state.restorable is not False
         out["files"][target.name] = {
             "reporting": True,
             "replica": state.replica,
             "lag_s": round(lag, 3),
-            "status": "degraded" if lag > max_lag or not reporting else "ok",
+            "status": "ok" if lag <= max_lag and reporting and restorable else "degraded",
+            "restorable": state.restorable,
             # what a supervisor killed outright last wrote is not news of Litestream
             "litestream_running": state.litestream_running and reporting,
             "supervisor_silent_s": round(state.silent_for(now), 1),

@@ -13,6 +13,12 @@ URL in its environment. It
 - asks Litestream's control socket (``GET /list``) every poll interval when each file's
   replica was last brought up to date (``last_sync_at``) and writes it to the file's state
   file, where health, ``/metrics`` and ``admin stats`` read the lag;
+- asks Litestream every check interval (30 sync intervals, 10 s to 5 min) whether each
+  replica could be restored from (``restore -dry-run``): a replica emptied under it (a
+  bucket lifecycle rule, an operator's mistake) still takes new changes, and the lag stays
+  small, but holds no snapshot to start a restore from until Litestream starts again. The
+  supervisor then says so in the state (health turns ``degraded``), logs it and starts
+  Litestream again, which writes a new snapshot;
 - on SIGTERM (or when its parent dies) stops Litestream with SIGTERM, which first syncs
   what is left, and exits.
 """
@@ -43,7 +49,12 @@ from ratatoskr.server.replication import (
     ReplicatedFile,
     litestream_config,
 )
-from ratatoskr.sqlite.litestream_run import litestream_env, private_workdir, write_config
+from ratatoskr.sqlite.litestream_run import (
+    NO_BACKUP,
+    litestream_env,
+    private_workdir,
+    write_config,
+)
 from ratatoskr.sqlite.replica import (
     ReplicaSettings,
     ReplicaState,
@@ -60,6 +71,10 @@ logger = logging.getLogger("ratatoskr.replication")
 BACKOFF_FIRST = 1.0
 BACKOFF_MAX = 30.0
 STABLE_RUN = 60.0
+# how often each replica is checked for something to restore from, and how long one may take
+CHECK_MIN = 10.0
+CHECK_MAX = 300.0
+CHECK_TIMEOUT = 60.0
 STOP_GRACE = SHUTDOWN_SYNC_SECONDS + 2
 LEVELS = {"DEBUG": logging.DEBUG, "INFO": logging.INFO, "WARN": logging.WARNING}
 LEVELS |= {"WARNING": logging.WARNING, "ERROR": logging.ERROR}
@@ -116,6 +131,8 @@ class Supervisor:
         self.process: subprocess.Popen[bytes] | None = None
         self.restarts = 0
         self._lock = threading.Lock()
+        self.check_interval = min(CHECK_MAX, max(CHECK_MIN, 30 * replica.sync_interval_ms / 1000))
+        self._renewing = threading.Event()
 
     # -- the run loop ----------------------------------------------------------------------
 
@@ -123,6 +140,8 @@ class Supervisor:
         """Until ``stop``: start Litestream, wait for it, start it again after a backoff."""
         poller = threading.Thread(target=self._poll_loop, name="replica-poll", daemon=True)
         poller.start()
+        checker = threading.Thread(target=self._check_loop, name="replica-check", daemon=True)
+        checker.start()
         log(logging.INFO, "replication started", replica=redact_url(self.replica.url))
         backoff = BACKOFF_FIRST
         try:
@@ -131,6 +150,11 @@ class Supervisor:
                 status = self._run_once()
                 if self.stopping.is_set():
                     break
+                if self._renewing.is_set():  # stopped to write a new snapshot: at once
+                    self._renewing.clear()
+                    self.restarts += 1
+                    self._write_states()
+                    continue
                 if time.monotonic() - started >= STABLE_RUN:
                     backoff = BACKOFF_FIRST
                 self.restarts += 1
@@ -202,6 +226,74 @@ class Supervisor:
 
     def stop(self, *_: object) -> None:
         self.stopping.set()
+
+    def _renew(self) -> None:
+        """Stop Litestream (it syncs what is left first); the run loop starts it again."""
+        with self._lock:
+            process = self.process
+        if process is None or process.poll() is not None:
+            return
+        self._renewing.set()
+        with contextlib.suppress(ProcessLookupError):
+            process.send_signal(signal.SIGTERM)
+
+    # -- whether each replica can be restored from -------------------------------------------
+
+    def _check_loop(self) -> None:
+        wait = self.check_interval
+        while not self.stopping.wait(wait):
+            try:
+                renewed = self._check_restorable()
+            except Exception:  # the next check tries again; the log says why
+                logger.exception("replica check failed")
+                renewed = False
+            # after a restart, look again soon: health stays degraded until then
+            wait = min(self.check_interval, CHECK_MIN / 2) if renewed else self.check_interval
+
+    def _check_restorable(self) -> bool:
+        """``restore -dry-run`` per file a sync has reached; True if Litestream was started
+        again because a replica held nothing to restore from."""
+        empty = []
+        for file in self.files:
+            state = self.states[file.name]
+            if state.last_sync_at is None:  # nothing has reached the replica yet
+                continue
+            done = self._dry_run(file)
+            if done is None:
+                continue
+            if done.returncode == 0:
+                state.restorable = True
+            elif NO_BACKUP in done.stderr:
+                state.restorable = False
+                empty.append(file.name)
+            # any other failure (the replica unreachable, say) shows in the lag
+        if not empty:
+            return False
+        self._write_states()
+        log(
+            logging.ERROR,
+            "the replica holds nothing to restore from; starting litestream again to "
+            "write a snapshot",
+            plane=",".join(empty),
+        )
+        self._renew()
+        return True
+
+    def _dry_run(self, file: ReplicatedFile) -> subprocess.CompletedProcess[str] | None:
+        cmd = [self.binary, "restore", "-config", self.config_path, "-no-expand-env"]
+        cmd += ["-dry-run", "-o", os.path.join(self.workdir, "dry-run.db"), file.path]
+        try:
+            return subprocess.run(
+                cmd,
+                capture_output=True,
+                text=True,
+                env=litestream_env(),
+                stdin=subprocess.DEVNULL,
+                timeout=CHECK_TIMEOUT,
+                preexec_fn=die_with_parent,
+            )
+        except (OSError, subprocess.TimeoutExpired):
+            return None
 
     # -- Litestream's output -----------------------------------------------------------------
 

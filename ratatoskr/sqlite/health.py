@@ -101,6 +101,8 @@ def _replication_problem(db: Database) -> str | None:
     now = time.time()
     if not state.reporting(now):
         return f"replication's supervisor has not reported for {state.silent_for(now):.0f} s"
+    if state.restorable is False:
+        return "the replica holds nothing to restore from (litestream is writing a new snapshot)"
     lag = state.lag(now)
     if lag > bound:
         return f"replication lags {lag:.0f} s, over RATATOSKR_REPLICA_MAX_LAG ({bound:g} s)"

@@ -21,6 +21,8 @@ from typing import Any
 from ratatoskr.sqlite.replica import CREDENTIAL_ENV
 
 WORKDIR_PREFIX = "ratatoskr-litestream-"
+# Litestream's words when a replica holds nothing to restore from (or nothing before a time)
+NO_BACKUP = "no matching backup files available"
 CONFIG_NAME = "litestream.yml"
 # the variables Litestream is not given: the server's own (its key above all)
 WITHHELD_PREFIXES = ("RATATOSKR_", "PROMETHEUS_")

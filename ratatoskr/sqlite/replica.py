@@ -200,6 +200,7 @@ class ReplicaState:
     litestream_pid: int | None = None
     supervisor_pid: int | None = None
     restarts: int = 0
+    restorable: bool | None = None  # a restore could start from the replica (None: unknown)
     version: int = STATE_VERSION
 
     def lag(self, now: float) -> float:

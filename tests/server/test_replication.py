@@ -139,6 +139,56 @@ def test_a_stalled_replica_degrades_health_metrics_and_stats_until_it_moves_agai
     assert URL_SECRET not in metrics and ENV_SECRET not in metrics
 
 
+def test_a_replica_emptied_under_the_server_is_noticed_and_written_again(
+    replicating: Server, tmp_path: Path
+) -> None:
+    """Litestream goes on adding changes to an emptied replica, so its lag stays small, but
+    nothing there could start a restore until it writes a snapshot again."""
+    server = replicating
+
+    def snapshots() -> bool | None:
+        done = {
+            line.get("plane")
+            for line in server.log_lines()
+            if line["event"] == "litestream: snapshot complete"
+        }
+        return done >= {"memory", "affect", "jti"} or None
+
+    poll(snapshots, 30, "Litestream's first snapshots")
+    first = _state(server)
+    shutil.rmtree(tmp_path / "replica")
+    ok(upsert(server.url, [chunk("after-the-wipe")], "after-the-wipe"))
+
+    def noticed() -> dict[str, object] | None:
+        found = [line for line in server.log_lines() if "nothing to restore" in line["event"]]
+        return found[0] if found else None
+
+    line = poll(noticed, 60, "the supervisor to find the replica empty")
+    assert line["level"] == "error" and "memory" in str(line["plane"])
+
+    def restorable_again() -> ReplicaState | None:
+        state = _state(server)
+        again = state.restorable and state.restarts > first.restarts
+        return state if again else None
+
+    poll(restorable_again, 60, "a new snapshot on the replica")
+    assert ready(server.url)[1]["planes"]["memory"]["status"] == "ok"
+    scratch = tmp_path / "drill"
+    drill = admin(
+        server.root,
+        server.env,
+        "restore",
+        "--memory-db",
+        str(scratch / "memory.db"),
+        "--affect-db",
+        str(scratch / "affect.db"),
+        "--json",
+    )
+    assert drill.returncode == 0, drill.stderr
+    assert orjson.loads(drill.stdout)["check"]["ok"]
+    assert URL_SECRET not in server.output() and ENV_SECRET not in server.output()
+
+
 def test_without_a_replica_url_nothing_replicates(server: Server) -> None:
     assert server.process is not None
     assert len(children_of(server.process.pid)) == server.workers  # workers only

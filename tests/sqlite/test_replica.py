@@ -83,6 +83,17 @@ def test_health_degrades_when_the_replica_lags_or_nobody_reports(tmp_path: Path)
         assert (
             gone["status"] == "degraded" and "supervisor has not reported for 3" in gone["reason"]
         )
+        # synced, but the replica was emptied since: nothing there could start a restore
+        empty = ReplicaState(
+            replica="file:///r/affect",
+            since=now,
+            last_sync_at=now,
+            updated_at=now,
+            restorable=False,
+        )
+        write_state(path, empty)
+        emptied = store.health()
+        assert emptied["status"] == "degraded" and "nothing to restore from" in emptied["reason"]
     finally:
         store.close()
     unreplicated = open_affect_store(str(tmp_path / "other.db"))
