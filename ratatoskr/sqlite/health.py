@@ -36,6 +36,12 @@ DURABILITY = {
 }
 
 
+READ_ONLY = (
+    "database file's permissions no longer allow reading and writing it: served through "
+    "the file already open, but a restart will refuse it"
+)
+
+
 def durability(db: Database) -> str | None:
     """What an acknowledged write of this store survives; None in memory (nothing does)."""
     return None if db.in_memory else DURABILITY[db.settings.synchronous]
@@ -77,7 +83,9 @@ def check_health(
             return _with_mode(db, "degraded", "database file is over 95% of its size cap")
         if not db.in_memory:
             if not os.access(db.path, os.R_OK | os.W_OK):
-                return {"status": "down", "reason": "database file is not readable and writable"}
+                # the open file still serves (a write that fails says down, above), but a
+                # restart would refuse it: an operator must know before one happens
+                return _with_mode(db, "degraded", READ_ONLY)
             usage = shutil.disk_usage(os.path.dirname(os.path.abspath(db.path)))
             if usage.total and usage.used / usage.total > DISK_DEGRADED_FRACTION:
                 return _with_mode(db, "degraded", "disk holding the database is over 95% full")

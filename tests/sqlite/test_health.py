@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -88,5 +89,29 @@ def test_a_failed_write_that_says_the_file_is_unusable_is_down_even_if_reads_wor
         reason = "the database cannot be read or written"
         store.db.last_write_failure = WriteFailure(reason, 0.0, unusable=True)
         assert store.health() == {"status": "down", "reason": f"a write failed: {reason}"}
+    finally:
+        store.close()
+
+
+def test_a_file_made_unwritable_under_the_store_is_degraded_while_it_still_serves(
+    tmp_path: Path,
+) -> None:
+    """``chattr +i`` stands in for a ``chmod`` under a non-root server (root's ``os.access``
+    ignores mode bits): the open file keeps serving, a restart would refuse it."""
+    path = tmp_path / "a.db"
+    store = open_affect_store(str(path))
+    try:
+        subprocess.run(["chattr", "+i", str(path)], check=True)
+        try:
+            health = store.health()
+            assert health["status"] == "degraded"
+            assert "a restart will refuse it" in health["reason"]
+            assert "durability FULL" in health["reason"]
+            done = store.put_many(
+                [{"id": "s", "scope": {"tenant": "t"}}], idempotency_key="k", ctx=CTX
+            )
+            assert done["written"] == 1  # still served, as health says
+        finally:
+            subprocess.run(["chattr", "-i", str(path)], check=True)
     finally:
         store.close()
