@@ -17,11 +17,12 @@ costs no call (a check before every checkout would cost a round trip on every ca
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -130,6 +131,7 @@ class WriteFailure:
 class _Counters:
     retries: int = 0
     unavailable: int = 0
+    waiting: int = 0  # callers in this process waiting for a pooled connection now
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -249,7 +251,7 @@ class PgDatabase:
         while True:
             began = False
             try:
-                with self.pool.connection(timeout=wait) as conn:
+                with self._connection(wait) as conn:
                     if write is None:
                         result = fn(conn)
                     else:
@@ -331,13 +333,33 @@ class PgDatabase:
 
         return self.once(version)
 
+    @contextlib.contextmanager
+    def _connection(self, wait: float | None) -> Iterator[Conn]:
+        """A pooled connection, counting the callers still waiting for one: the pool's own
+        count keeps a caller that timed out until a connection comes back."""
+        with self.counters.lock:
+            self.counters.waiting += 1
+        waiting = True
+        try:
+            with self.pool.connection(timeout=wait) as conn:
+                with self.counters.lock:
+                    self.counters.waiting -= 1
+                waiting = False
+                yield conn
+        finally:
+            if waiting:
+                with self.counters.lock:
+                    self.counters.waiting -= 1
+
     def pool_stats(self) -> dict[str, int]:
-        """Connections open, idle and callers waiting (for /metrics)."""
+        """Connections open, idle and callers waiting now (for /metrics)."""
         stats = self.pool.get_stats()
+        with self.counters.lock:
+            waiting = self.counters.waiting
         return {
             "open": int(stats.get("pool_size", 0)),
             "idle": int(stats.get("pool_available", 0)),
-            "waiting": int(stats.get("requests_waiting", 0)),
+            "waiting": waiting,
         }
 
     def close(self) -> None:

@@ -5,12 +5,14 @@ PostgreSQL gone is ``down``."""
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any, cast
 
 import pytest
 
+from ratatoskr.core.errors import Unavailable
 from ratatoskr.memory.postgres.store import PgMemoryStore
 from ratatoskr.ops.locations import open_memory
 from ratatoskr.postgres.database import PgSettings
@@ -18,6 +20,7 @@ from ratatoskr.postgres.health import BUSY, HEALTH_WAIT
 from tests.backends import postgres_schema
 from tests.memory.helpers import DIM
 from tests.pgserver import PostgresServer, running
+from tests.server.harness import poll
 
 SLOW_POOL = PgSettings(min_size=1, max_size=1, timeout=10 * HEALTH_WAIT)
 
@@ -56,5 +59,32 @@ def test_postgres_down_is_down_without_waiting_the_pools_timeout(
         took = time.monotonic() - started
         assert health["status"] == "down" and "connection" in health["reason"]
         assert took < SLOW_POOL.timeout / 2, took  # about HEALTH_WAIT, not the pool's wait
+    finally:
+        store.close()
+
+
+def test_the_waiting_gauge_counts_callers_waiting_now_not_those_that_gave_up() -> None:
+    quick = PgSettings(min_size=1, max_size=1, timeout=0.5)
+    store = cast(
+        PgMemoryStore, open_memory(postgres_schema("waiting"), embedding_dim=DIM, pool=quick)
+    )
+    outcomes: list[str] = []
+
+    def caller() -> None:
+        try:
+            store.db.once(lambda conn: conn.execute("SELECT 1").fetchone())
+            outcomes.append("served")
+        except Unavailable:
+            outcomes.append("unavailable")
+
+    try:
+        with store.db.pool.connection():  # the worker's only connection, held
+            waiter = threading.Thread(target=caller)
+            waiter.start()
+            poll(lambda: store.db.pool_stats()["waiting"] == 1 or None, 5, "a caller waiting")
+            waiter.join(timeout=10)
+            assert outcomes == ["unavailable"]  # it gave up after the pool's timeout
+            assert store.db.pool_stats()["waiting"] == 0  # and is no longer counted
+        assert store.db.pool_stats()["waiting"] == 0
     finally:
         store.close()
