@@ -19,6 +19,8 @@ import orjson
 import structlog
 from structlog.typing import EventDict, Processor
 
+from ratatoskr.wire.calllog import ANSWERING
+
 ALLOWED_KEYS = frozenset(
     {
         "timestamp",
@@ -129,7 +131,8 @@ def path_without_query(raw: object) -> str:
 
 
 def rebuild_access_line(_: Any, __: str, event_dict: EventDict) -> EventDict:
-    """uvicorn's access message holds the full path with its query; keep method, path, status."""
+    """uvicorn's access message holds the full path with its query; keep method, path, status,
+    and the request id of a wire call."""
     record = _record(event_dict)
     if record is None or record.name not in ACCESS_LOGGERS:
         return event_dict
@@ -141,6 +144,9 @@ def rebuild_access_line(_: Any, __: str, event_dict: EventDict) -> EventDict:
         event_dict["path"] = path_without_query(path)
         event_dict["http_version"] = str(version)[:8]
         event_dict["status"] = status if isinstance(status, int) else str(status)[:3]
+    answering = ANSWERING.get()
+    if answering is not None:  # a wire call's line: tied to its call line
+        event_dict["request_id"] = answering
     return event_dict
 
 

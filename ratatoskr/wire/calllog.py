@@ -8,11 +8,15 @@ an exception's message may quote a value.
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import traceback
 from dataclasses import dataclass, field
 
 logger = logging.getLogger("ratatoskr.wire")
+# the request id of the call whose answer is being sent: the server's access line, logged
+# by uvicorn as the answer goes out (in the call's own context), carries it too
+ANSWERING = contextvars.ContextVar[str | None]("ratatoskr_answering_request_id", default=None)
 
 
 @dataclass

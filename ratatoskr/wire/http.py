@@ -44,7 +44,13 @@ from ratatoskr.core.errors import (
     UnknownRoute,
     UnsupportedMediaType,
 )
-from ratatoskr.wire.calllog import CallRecord, log_call, log_internal_error, log_observer_error
+from ratatoskr.wire.calllog import (
+    ANSWERING,
+    CallRecord,
+    log_call,
+    log_internal_error,
+    log_observer_error,
+)
 from ratatoskr.wire.envelope import (
     WIRE_VERSION,
     Envelope,
@@ -198,6 +204,7 @@ class WireEndpoints:
         record = CallRecord(request_id=new_request_id(), plane=plane)
         response = await self._answer(request, plane, handler, record)
         response.headers["X-Request-ID"] = record.request_id
+        ANSWERING.set(record.request_id)
         elapsed = time.perf_counter() - started
         log_call(record, elapsed * 1000)
         if self.observer is not None:

@@ -90,3 +90,29 @@ def test_a_replayed_token_is_refused_whichever_worker_answers(shared_server: Ser
     assert codes.count(200) == 1, codes
     refused = [r.json()["error"]["code"] for r in responses if r.status_code != 200]
     assert set(refused) == {"auth.token_replayed"}
+
+
+def test_each_calls_access_line_carries_its_request_id(shared_server: Server) -> None:
+    url = shared_server.url
+    body = envelope("search", {"vector": vec(2), "top_k": 1}, request_id="access-probe-ok")
+    assert post(url, "/bifrost/memory-call", body, token(body, "memory", "search")).is_success
+    refused = post(url, "/bifrost/affect-call", envelope("list", {}), "not-a-token")
+    assert refused.status_code == 401  # refused before the body is read: a request id of ours
+    assert httpx.get(url + "/healthz").status_code == 200
+
+    def lines_of(request_id: str) -> list[dict[str, object]] | None:
+        found = [line for line in shared_server.log_lines() if line.get("request_id") == request_id]
+        return found if len(found) == 2 else None
+
+    for request_id, status in (
+        ("access-probe-ok", 200),
+        (refused.headers["X-Request-ID"], 401),
+    ):
+        call_line, access_line = sorted(
+            poll(lambda: lines_of(request_id), 20, f"the lines of {request_id}"),
+            key=lambda line: str(line["event"]),
+        )
+        assert call_line["event"] == "bifrost.call" and access_line["event"] == "http.access"
+        assert access_line["status"] == status and call_line["pid"] == access_line["pid"]
+    health = [line for line in shared_server.log_lines() if line.get("path") == "/healthz"]
+    assert health and all("request_id" not in line for line in health)  # not a call
