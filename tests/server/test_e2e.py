@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx
@@ -109,7 +110,7 @@ def test_each_calls_access_line_carries_its_request_id(shared_server: Server) ->
         (refused.headers["X-Request-ID"], 401),
     ):
         call_line, access_line = sorted(
-            poll(lambda rid=request_id: lines_of(rid), 20, f"the lines of {request_id}"),
+            poll(functools.partial(lines_of, request_id), 20, f"the lines of {request_id}"),
             key=lambda line: str(line["event"]),
         )
         assert call_line["event"] == "bifrost.call" and access_line["event"] == "http.access"
