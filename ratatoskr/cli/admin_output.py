@@ -238,24 +238,13 @@ def render_check(report: dict[str, Any]) -> None:
     out = console()
     # one line per plane and per problem, however long a path or URL: never cut by the
     # console's width (80 columns when not a terminal), so a script can read them
-    for plane, result in report["planes"].items():
+    checked = [*report["planes"].items(), *(("jti ledger", j) for j in report.get("jti", []))]
+    for name, result in checked:
         if result["problems"]:
-            out.print(
-                f"{plane}: {len(result['problems'])} problem(s) in {result['path']}",
-                soft_wrap=True,
-            )
+            count = len(result["problems"])
+            out.print(f"{name}: {count} problem(s) in {result['path']}", soft_wrap=True)
             for problem in result["problems"]:
                 out.print(f"  - {problem}", soft_wrap=True)
         else:
-            out.print(f"{plane}: ok ({result['path']})", soft_wrap=True)
-    for ledger in report.get("jti", []):
-        if ledger["problems"]:
-            out.print(
-                f"jti ledger: {len(ledger['problems'])} problem(s) in {ledger['path']}",
-                soft_wrap=True,
-            )
-            for problem in ledger["problems"]:
-                out.print(f"  - {problem}", soft_wrap=True)
-        else:
-            out.print(f"jti ledger: ok ({ledger['path']})", soft_wrap=True)
+            out.print(f"{name}: ok ({result['path']})", soft_wrap=True)
     out.print("check passed" if report["ok"] else "check FAILED")
