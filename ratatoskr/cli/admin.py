@@ -209,8 +209,18 @@ def _erase(args: argparse.Namespace, stores: Stores) -> int:
         raise ValueError("refusing an empty scope: give --scope axis=value")
     if not stores.present():
         raise ValueError("no database found (see --memory-db, --affect-db)")
-    report = forget_ops.erase(stores, scope, dry_run=args.dry_run or not args.yes)
-    code = _confirm(args, report, f"erase {' '.join(f'{k}={v}' for k, v in scope.items())}")
+    title = f"erase {' '.join(f'{k}={v}' for k, v in scope.items())}"
+    try:
+        report = forget_ops.erase(stores, scope, dry_run=args.dry_run or not args.yes)
+    except forget_ops.EraseRefused as exc:
+        print(f"ratatoskr admin erase: {exc}", file=sys.stderr)
+        return 2
+    except forget_ops.EraseIncomplete as exc:  # what was removed is shown, then why not all
+        failed = {"plane": exc.plane, "reason": exc.reason}
+        _confirm(args, {**exc.report, "incomplete": failed}, title)
+        print(f"ratatoskr admin erase: {exc}", file=sys.stderr)
+        return 2
+    code = _confirm(args, report, title)
     if report["removed"] and not args.json:
         for warning in forget_ops.erase_warnings(report):
             print(f"warning: {warning}", file=sys.stderr)

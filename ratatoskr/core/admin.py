@@ -104,6 +104,11 @@ class AdminStore(Protocol):
         held the WAL: run again once idle)."""
         ...
 
+    def ready_to_write(self) -> None:
+        """Take the store's write lock for an empty transaction, waiting as a write would:
+        raises when a write could not go through now (erase asks every plane first)."""
+        ...
+
     def record_counts(self) -> dict[str, int]:
         """Records per kind (the metric gauges); raises when the store cannot be read."""
         ...

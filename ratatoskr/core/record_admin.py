@@ -145,6 +145,9 @@ class RecordAdmin:
             lambda conn: {t.kind: len(self._remove(conn, t, ids, flt)) for t in tables}
         )
 
+    def ready_to_write(self) -> None:
+        self._write(lambda conn: None)
+
     def erase(self, scope: Scope) -> dict[str, int | bool]:
         if not scope:
             raise ValueError("refusing an empty scope: erase would remove everything")

@@ -12,8 +12,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from ratatoskr.core.errors import Unavailable
 from ratatoskr.core.filters import Filter, check_scope, check_selection
-from ratatoskr.ops.stores import PlaneStore, Stores
+from ratatoskr.ops.stores import STORE_ERRORS, PlaneStore, Stores
 
 
 def forget(
@@ -34,19 +35,56 @@ def forget(
     return store.forget(ids=ids, flt=flt, kind=kind)
 
 
+class EraseRefused(Unavailable):
+    """A plane could not take a write: nothing was erased (worth trying again later)."""
+
+
+class EraseIncomplete(Unavailable):
+    """A plane failed after another was erased: ``report`` holds what was removed, and the
+    same erase run again removes what is left."""
+
+    def __init__(self, report: dict[str, Any], plane: str, reason: str) -> None:
+        done = ", ".join(report["planes"]) or "no plane"
+        super().__init__(
+            f"erase incomplete: {done} erased, the {plane} plane not ({reason}); run the "
+            "same erase again to remove what is left"
+        )
+        self.report = report
+        self.plane = plane
+        self.reason = reason
+
+
 def erase(stores: Stores, scope: dict[str, str], *, dry_run: bool = False) -> dict[str, Any]:
     """Remove everything ``scope`` admits from both planes, then the traces: idempotency
-    entries that wrote it, freed index slots, and the WAL."""
+    entries that wrote it, freed index slots, and the WAL.
+
+    The planes are separate files (or databases), so one transaction cannot hold both:
+    every plane is first asked to take a write (``ready_to_write``), so a plane that is
+    locked, read-only or unreachable stops the erase before anything is removed. One that
+    fails after that raises ``EraseIncomplete`` with what the other removed."""
     if not scope:
         raise ValueError("refusing an empty scope: erase would remove everything")
     check_scope(scope)
     report: dict[str, Any] = {"scope": dict(sorted(scope.items())), "planes": {}}
-    for plane in stores.present():
+    planes = stores.present()
+    if not dry_run:
+        for plane in planes:
+            try:
+                stores.get(plane).ready_to_write()
+            except STORE_ERRORS as exc:
+                raise EraseRefused(
+                    f"nothing was erased: the {plane} plane cannot take a write now ({exc})"
+                ) from None
+    for plane in planes:
         store = stores.get(plane)
         if dry_run:
             report["planes"][plane] = forget(store, flt=Filter(scope=dict(scope)), dry_run=True)
-        else:
+            continue
+        try:
             report["planes"][plane] = store.erase(scope)
+        except STORE_ERRORS as exc:
+            report["removed"] = True
+            raise EraseIncomplete(report, plane, str(exc)) from None
     report["removed"] = not dry_run
     return report
 

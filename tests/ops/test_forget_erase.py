@@ -7,6 +7,7 @@ import struct
 from pathlib import Path
 from typing import Any
 
+import apsw
 import pytest
 
 from ratatoskr.affect.store import open_affect_store
@@ -14,6 +15,7 @@ from ratatoskr.core.filters import Filter
 from ratatoskr.memory.store import open_memory_store
 from ratatoskr.ops import forget as forget_ops
 from ratatoskr.ops.stores import Paths, Stores
+from tests.lock_holder import holding_the_lock
 from tests.ops.conftest import CTX, DIM, Files
 
 
@@ -238,3 +240,45 @@ def test_the_python_api_refuses_what_the_cli_refuses(filled: Files) -> None:
 
 def admin_counts(store: Any) -> int:
     return int(sum(store.record_counts().values()))
+
+
+def test_erase_removes_nothing_when_a_plane_cannot_take_a_write(
+    filled: Files, admin: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("RATATOSKR_SQLITE_BUSY_TIMEOUT_MS", "200")
+    before = {p: counts(admin, p) for p in ("memory", "affect")}
+    holder = holding_the_lock(filled.affect)  # a long transaction of another writer
+    try:
+        ran = admin("erase", "--scope", "tenant=acme", "--yes")
+    finally:
+        holder.communicate(b"\n")
+    assert ran.code == 2
+    assert "nothing was erased: the affect plane cannot take a write now" in ran.err
+    assert {p: counts(admin, p) for p in ("memory", "affect")} == before
+
+
+def test_an_erase_that_fails_on_one_plane_says_what_the_other_removed_and_can_be_rerun(
+    filled: Files, admin: Any
+) -> None:
+    """A plane whose deletes fail after the check (here a foreign trigger refuses them)."""
+    conn = apsw.Connection(str(filled.affect))
+    conn.execute(
+        "CREATE TRIGGER refuse BEFORE DELETE ON affect_states BEGIN "
+        "SELECT RAISE(ABORT, 'refused by a trigger'); END"
+    )
+    tenants = admin("explore", "memory", "--facet", "tenant", "--json").json()["buckets"]
+    acme = next(b["count"] for b in tenants if b["value"] == "acme")
+    assert acme > 0
+    ran = admin("erase", "--scope", "tenant=acme", "--yes", "--json")
+    assert ran.code == 2
+    report = ran.json()
+    assert report["planes"]["memory"]["chunk"] == acme
+    assert "affect" not in report["planes"] and report["incomplete"]["plane"] == "affect"
+    assert "erase incomplete: memory erased, the affect plane not" in ran.err
+    assert "run the same erase again" in ran.err
+    conn.execute("DROP TRIGGER refuse")
+    conn.close()
+    again = admin("erase", "--scope", "tenant=acme", "--yes", "--json")
+    assert again.code == 0, again.err
+    assert again.json()["planes"]["memory"]["chunk"] == 0
+    assert admin("list", "affect", "--scope", "tenant=acme", "--json").json()["records"] == []
