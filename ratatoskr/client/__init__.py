@@ -43,6 +43,7 @@ from ratatoskr.client.errors import (
     UnsupportedVersion,
     VerbNotListed,
 )
+from ratatoskr.client.http11 import MayHaveRun
 from ratatoskr.client.sync import Client
 from ratatoskr.client.tokens import KeyMinter, TokenProvider
 from ratatoskr.client.transport import Answer, Retry
@@ -61,6 +62,7 @@ __all__ = [
     "InvalidToken",
     "KeyMinter",
     "MalformedEnvelope",
+    "MayHaveRun",
     "MethodNotAllowed",
     "MissingToken",
     "NonFiniteNumber",

@@ -1,0 +1,21 @@
+"""docs/client.md against the client: every class it names is exported from
+``ratatoskr.client``."""
+
+from __future__ import annotations
+
+import builtins
+import re
+from pathlib import Path
+
+import ratatoskr.client as client_module
+
+DOC = Path(__file__).resolve().parents[2] / "docs" / "client.md"
+
+
+def test_every_class_the_doc_names_is_exported() -> None:
+    named = set(re.findall(r"`([A-Z][a-z]+(?:[A-Z][a-z]*)+)`", DOC.read_text()))
+    ours = {name for name in named if not hasattr(builtins, name)}  # not TypeError, ...
+    assert "MayHaveRun" in ours and "RevisionMismatch" in ours
+    missing = sorted(name for name in ours if name not in client_module.__all__)
+    assert missing == []
+    assert isinstance(client_module.MayHaveRun("x"), OSError)
