@@ -26,7 +26,7 @@ from ratatoskr.client import (
     UnexpectedAnswer,
     VerbNotListed,
 )
-from ratatoskr.client.base import url_from_env
+from ratatoskr.client.base import checked_timeout, checked_url, url_from_env
 from ratatoskr.client.errors import shown_url
 from ratatoskr.core.errors import BifrostError
 from ratatoskr.wire.keys import load_keyring
@@ -92,11 +92,12 @@ def run(
     env = os.environ if env is None else env
     plane, verb = route(args.plane, args.verb)
     try:
-        url = args.url or url_from_env(env)
+        url = checked_url(args.url, "--url") if args.url is not None else url_from_env(env)
         call_args = parse_args_json(read_args(args.args))
         tokens = minter(args, env)
         if args.retries < 0:
             raise ValueError("--retries must be 0 or more")
+        checked_timeout(args.timeout, "--timeout")
     except (OSError, ValueError, BifrostError) as exc:  # BifrostError: an unknown --kid
         print(f"ratatoskr call: {exc}", file=sys.stderr)
         return 2

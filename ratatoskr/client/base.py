@@ -3,11 +3,13 @@ from, the retry policy, and the handshake once it is known."""
 
 from __future__ import annotations
 
+import math
 import os
 import random
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Self, TypedDict
+from urllib.parse import urlsplit
 
 from ratatoskr.client.tokens import (
     DEFAULT_ACTOR,
@@ -24,11 +26,32 @@ URL_ENV = "RATATOSKR_URL"
 DEFAULT_TIMEOUT = 30.0
 
 
+def checked_url(url: str, name: str = "the server's URL") -> str:
+    """``url`` without its trailing slash, once it is an ``http://`` or ``https://`` URL
+    with a host: anything else is refused here, naming the setting (``name``), rather
+    than by every call as a server that does not answer."""
+    if not isinstance(url, str) or not url.strip():
+        raise ValueError(f"{name} is empty: give an http:// or https:// URL")
+    parts = urlsplit(url.strip())
+    if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"{name} must be an http:// or https:// URL with a host")
+    return url.strip().rstrip("/")
+
+
+def checked_timeout(timeout: float, name: str = "timeout") -> float:
+    """``timeout`` once it is a finite number of seconds above 0."""
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float):
+        raise TypeError(f"{name} must be a number of seconds")
+    if not (timeout > 0 and math.isfinite(timeout)):
+        raise ValueError(f"{name} must be a finite number of seconds above 0")
+    return float(timeout)
+
+
 def url_from_env(env: Mapping[str, str] | None = None) -> str:
     """``RATATOSKR_URL``, else the local server on ``RATATOSKR_PORT`` (default 8000)."""
     env = os.environ if env is None else env
     if env.get(URL_ENV):
-        return env[URL_ENV]
+        return checked_url(env[URL_ENV], URL_ENV)
     port = (env.get("RATATOSKR_PORT") or "8000").strip()
     if not port.isdigit() or not 1 <= int(port) <= 65535:
         raise ValueError("RATATOSKR_PORT must be a port number (1..65535)")
@@ -84,10 +107,10 @@ class ClientBase:
                 lifetime=lifetime,
             )
         assert token_provider is not None
-        self.base_url = base_url.rstrip("/")
+        self.base_url = checked_url(base_url)
         self.tokens: TokenProvider = token_provider
         self.retry = retry if isinstance(retry, Retry) else Retry(attempts=retry)
-        self.timeout = timeout
+        self.timeout = checked_timeout(timeout)
         self.catalog: Catalog | None = None
         self.rng = random.Random()
 
