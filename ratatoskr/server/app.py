@@ -40,6 +40,7 @@ from ratatoskr.server.settings import (
     load_settings,
 )
 from ratatoskr.server.threads import configure_store_threads, run_in_store_thread
+from ratatoskr.server.unopened import UnopenedWire
 from ratatoskr.sqlite.database import MAX_DB_BYTES_ENV, SchemaError
 from ratatoskr.sqlite.jti import JtiLedger
 from ratatoskr.wire.http import WireEndpoints
@@ -156,19 +157,16 @@ def check_stores(settings: Settings, planes: Sequence[str] = PLANES) -> None:
 
 
 class _WireHolder:
-    """Forwards to the wire app once the lifespan has built it; 503 before that."""
+    """Forwards to the wire app once the lifespan has built it; before that, the wire's
+    503 answers of a worker whose stores are not open (``unopened.UnopenedWire``)."""
 
-    def __init__(self) -> None:
+    def __init__(self, names: Sequence[str], metrics: Metrics) -> None:
         self.app: Starlette | None = None
         self.reason = STARTING
+        self.unopened = UnopenedWire(names, lambda: self.reason, metrics)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if self.app is None:
-            body = orjson.dumps({"ready": False, "reason": self.reason})
-            response = Response(body, status_code=503, media_type="application/json")
-            await response(scope, receive, send)
-            return
-        await self.app(scope, receive, send)
+        await (self.app or self.unopened)(scope, receive, send)
 
 
 def wire_app(
@@ -245,13 +243,15 @@ def create_app(
         wire = getattr(request.app.state, "wire", None)
         if wire is not None:
             await run_in_store_thread(metrics.refresh, wire.planes)
+        elif names:  # the stores are not open (yet): every plane this worker serves is down
+            metrics.mark_down(names)
         body = await run_in_store_thread(metrics.exposition)
         return Response(body, media_type=CONTENT_TYPE)
 
     metrics_route = Route("/metrics", metrics_endpoint, methods=["GET"])
     if ready:
         return _ready_app(settings, ready, open_guard, metrics, metrics_route)
-    holder = _WireHolder()
+    holder = _WireHolder(names, metrics)
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:

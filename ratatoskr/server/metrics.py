@@ -147,6 +147,16 @@ class Metrics:
         for plane in planes:
             self._known_verbs[plane.name] = frozenset(plane.table.verb_names)
 
+    def know_plane_names(self, names: Iterable[str]) -> None:
+        """Planes not open yet: their calls are counted under their name (verb unknown)."""
+        for name in names:
+            self._known_verbs.setdefault(name, frozenset())
+
+    def mark_down(self, names: Iterable[str]) -> None:
+        """The health gauge of planes whose stores are not open: down."""
+        for name in names:
+            self.health.labels(name).set(HEALTH_VALUES["down"])
+
     # -- the wire's observer --------------------------------------------------------------
 
     def call_finished(self, record: CallRecord, duration_seconds: float) -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 import httpx
 
 from ratatoskr.memory.store import open_memory_store
-from tests.server.harness import DIM, Server, alive, call, envelope, ok, poll, token, vec
+from tests.server.harness import DIM, Server, alive, call, envelope, ok, poll, post, token, vec
 
 
 def test_readyz_turns_503_when_a_database_becomes_unreadable(server: Server) -> None:
@@ -121,5 +121,56 @@ def test_workers_end_when_the_master_is_killed_outright(tmp_path: Path) -> None:
             ok(call(again.url, "memory", "describe_store", {}))
         finally:
             assert again.terminate() == 0
+    finally:
+        server.kill()
+
+
+def test_a_worker_that_cannot_open_its_stores_still_answers_the_wire_and_the_probes(
+    tmp_path: Path,
+) -> None:
+    """A worker replaced (a crash, the OOM killer) while a plane file is unusable keeps
+    trying to open its stores; meanwhile it is alive, not ready, and every call gets the
+    wire's 503, logged and counted, so the alerts on unavailable answers see it."""
+    server = Server(tmp_path, workers=1)
+    try:
+        server.start()
+        memory = server.root / "data" / "memory.db"
+        memory.rename(memory.with_suffix(".moved"))
+        memory.write_bytes(b"not a SQLite database. " * 64)
+        first = server.worker_pids()
+        os.kill(first[0], signal.SIGKILL)
+        poll(
+            lambda: True if "stores cannot be opened" in server.output() else None,
+            30,
+            "the new worker to say it cannot open its stores",
+        )
+        assert httpx.get(server.url + "/healthz").json() == {"status": "ok"}
+        ready = httpx.get(server.url + "/readyz")
+        assert ready.status_code == 503
+        planes = ready.json()["planes"]
+        assert {p: planes[p]["status"] for p in planes} == {"memory": "down", "affect": "down"}
+        assert "cannot be opened" in planes["affect"]["reason"]
+        body = envelope("list", {}, request_id="while-unopened")
+        answer = post(server.url, "/bifrost/affect-call", body, token(body, "affect", "list"))
+        assert answer.status_code == 503
+        error = answer.json()
+        assert error["ok"] is False and error["error"]["code"] == "affect.unavailable"
+        assert error["error"]["retryable"] is True
+        assert error["request_id"] == answer.headers["X-Request-ID"]
+        metrics = httpx.get(server.url + "/metrics").text
+        assert 'ratatoskr_plane_health{plane="memory"} 0.0' in metrics
+        assert 'code="affect.unavailable",plane="affect"' in metrics
+        lines = [
+            line for line in server.log_lines() if line.get("request_id") == error["request_id"]
+        ]
+        assert {line["event"] for line in lines} >= {"bifrost.call"}
+        memory.unlink()
+        memory.with_suffix(".moved").rename(memory)  # the file back: the worker serves again
+        poll(
+            lambda: True if httpx.get(server.url + "/readyz").status_code == 200 else None,
+            30,
+            "the worker to open its stores",
+        )
+        assert server.terminate() == 0
     finally:
         server.kill()
