@@ -9,10 +9,8 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import errno
 import os
 import shutil
-import socket
 import sys
 from typing import Any
 
@@ -55,29 +53,6 @@ def dev_key_banner(path: str, generated: bool, url: str | None = None) -> str:
     )
 
 
-def check_port_free(host: str, port: int) -> None:
-    """Refuse to start on a port something already listens on. Each worker binds its own
-    ``SO_REUSEPORT`` socket (``gunicorn_conf.reuse_port``), and such binds do not fail when
-    another server of the same user holds the port with that option too: the two would
-    silently share its connections. A probe bound without it does fail."""
-    from ratatoskr.server.settings import SettingsError
-
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    with socket.socket(family, socket.SOCK_STREAM) as probe:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # TIME_WAIT is no owner
-        try:
-            probe.bind((host, port))
-        except OSError as exc:
-            if exc.errno != errno.EADDRINUSE:  # the address is the trouble, not the port
-                raise SettingsError(
-                    f"RATATOSKR_HOST: {host} cannot be bound ({exc.strerror}; --host picks "
-                    "another address)"
-                ) from None
-            raise SettingsError(
-                f"RATATOSKR_PORT: port {port} on {host} is in use (--port picks another)"
-            ) from None
-
-
 def run(args: argparse.Namespace) -> int:
     # before anything imports prometheus_client: the multiprocess value class is chosen at import
     from ratatoskr.server.gunicorn_conf import ensure_multiproc_dir, release_multiproc_dir
@@ -92,6 +67,7 @@ def run(args: argparse.Namespace) -> int:
         )
         return 2
     from ratatoskr.server.app import check_stores
+    from ratatoskr.server.ports import check_port_free
     from ratatoskr.server.settings import DEFAULT_PORT, SettingsError, load_settings
 
     try:

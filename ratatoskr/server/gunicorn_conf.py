@@ -91,13 +91,21 @@ logconfig_dict = logging_config(_level, _format)
 
 def on_starting(server: Any) -> None:
     """Master, before the first worker: samples of an earlier run must not be summed; under
-    a bare ``gunicorn -c`` (``ratatoskr serve`` does it itself) replication starts here."""
+    a bare ``gunicorn -c`` (``ratatoskr serve`` does both itself) a port another server
+    listens on is refused and replication starts here."""
     from ratatoskr.server.metrics import wipe_multiprocess_dir
 
     wipe_multiprocess_dir()
     if getattr(server.app, "settings", None) is None:
+        from ratatoskr.server.ports import check_binds_free
         from ratatoskr.server.replication import start_from_env
+        from ratatoskr.server.settings import SettingsError
 
+        try:  # ``serve`` checked it before gunicorn; a bare gunicorn checks here
+            check_binds_free(server.cfg.bind)
+        except SettingsError as exc:
+            server.log.error("ratatoskr: %s", exc)
+            raise SystemExit(2) from None
         server.ratatoskr_replication = start_from_env()
 
 

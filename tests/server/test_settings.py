@@ -16,6 +16,8 @@ from ratatoskr.memory.store import open_memory_store
 from ratatoskr.server.settings import SettingsError, load_settings
 from tests.server.harness import Server, clean_env, free_port
 
+REPO = Path(__file__).resolve().parents[2]
+
 SHORT_KEY = "zq-short-key-7a"
 
 
@@ -152,30 +154,31 @@ def test_defaults_generate_a_private_key_and_print_only_its_path(tmp_path: Path)
     assert key_file.read_text().strip() == key
 
 
-def test_a_port_another_server_listens_on_is_refused(tmp_path: Path) -> None:
+GUNICORN = [sys.executable, "-m", "gunicorn", "-c", str(REPO / "deploy" / "gunicorn.conf.py")]
+
+
+@pytest.mark.parametrize("command", ["serve", "bare gunicorn"])
+def test_a_port_another_server_listens_on_is_refused(tmp_path: Path, command: str) -> None:
     """Workers bind with SO_REUSEPORT, which would let a second server share the port (and
-    half its connections) with the first: serve refuses to start instead."""
+    half its connections) with the first: serve, and gunicorn on the deploy config, refuse
+    to start instead."""
     port = free_port()
+    env = {
+        "RATATOSKR_MEMORY_DB": str(tmp_path / "m.db"),
+        "RATATOSKR_AFFECT_DB": str(tmp_path / "a.db"),
+        "RATATOSKR_HEIMDALL_KEY": "k" * 32,
+        "RATATOSKR_PORT": str(port),
+    }
+    argv = [sys.executable, "-m", "ratatoskr", "serve"] if command == "serve" else GUNICORN
     with socket.socket() as other:
         other.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
         other.bind(("127.0.0.1", port))
         other.listen()
         done = subprocess.run(
-            [sys.executable, "-m", "ratatoskr", "serve", "--port", str(port)],
-            cwd=tmp_path,
-            env=clean_env(
-                {
-                    "RATATOSKR_MEMORY_DB": str(tmp_path / "m.db"),
-                    "RATATOSKR_AFFECT_DB": str(tmp_path / "a.db"),
-                    "RATATOSKR_HEIMDALL_KEY": "k" * 32,
-                }
-            ),
-            capture_output=True,
-            text=True,
-            timeout=30,
+            argv, cwd=tmp_path, env=clean_env(env), capture_output=True, text=True, timeout=30
         )
     assert done.returncode == 2
-    assert f"port {port} on 127.0.0.1 is in use" in done.stderr
+    assert f"port {port} on 127.0.0.1 is in use" in done.stdout + done.stderr
 
 
 @pytest.mark.parametrize(
