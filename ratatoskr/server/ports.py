@@ -42,4 +42,3 @@ def check_binds_free(binds: Iterable[str]) -> None:
             continue
         host, _, port = bind.rpartition(":")
         check_port_free(host.strip("[]") or "0.0.0.0", int(port))
-
