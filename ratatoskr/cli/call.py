@@ -9,6 +9,7 @@ does not list is refused without being sent, and a retryable error (503) is retr
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 from collections.abc import Mapping
@@ -42,14 +43,43 @@ def read_args(value: str) -> str:
         return handle.read()
 
 
+INT_RANGE = (-(2**63), 2**64 - 1)  # the integers orjson reads and writes as integers
+
+
+def _wire_int(text: str) -> int:
+    value = int(text)
+    if not INT_RANGE[0] <= value <= INT_RANGE[1]:
+        raise ValueError("--args holds an integer beyond 64 bits, which the wire cannot carry")
+    return value
+
+
 def parse_args_json(text: str) -> dict[str, Any]:
+    """``--args`` as the object it spells. orjson reads an integer beyond 64 bits as a
+    float, which would store another value than the one typed (the Python client refuses
+    such an integer): the text is read again with each integer checked, so one is refused."""
     try:
         args = orjson.loads(text)
     except orjson.JSONDecodeError:
         raise ValueError("--args is not JSON") from None
     if not isinstance(args, dict):
         raise ValueError("--args must be a JSON object")
+    if _has_float(args):  # where an integer too large may have become one
+        checked: dict[str, Any] = json.loads(text, parse_int=_wire_int)
+        return checked
     return args
+
+
+def _has_float(value: Any) -> bool:
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, float):
+            return True
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return False
 
 
 def route(plane: str, verb: str) -> tuple[str, str]:
