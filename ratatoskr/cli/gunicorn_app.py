@@ -6,21 +6,32 @@ a graceful shutdown and its exit status is gunicorn's.
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from gunicorn.app.base import BaseApplication
+from gunicorn.arbiter import Arbiter
 
 from ratatoskr.server import gunicorn_conf
 from ratatoskr.server.logs import logging_config
+from ratatoskr.server.replication import SupervisorKeeper
 from ratatoskr.server.settings import Settings
 
 
 class ServeApplication(BaseApplication):  # type: ignore[misc]
     """Each worker builds the composite app from the settings the master validated."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, replication: SupervisorKeeper | None = None) -> None:
         self.settings = settings
+        self.replication = replication
         super().__init__()
+
+    def run(self) -> None:
+        try:
+            _ServeArbiter(self).run()
+        except RuntimeError as exc:  # as gunicorn's own run says it
+            print(f"\nError: {exc}\n", file=sys.stderr, flush=True)
+            sys.exit(1)
 
     def load_config(self) -> None:
         known = self.cfg.settings
@@ -42,3 +53,21 @@ class ServeApplication(BaseApplication):  # type: ignore[misc]
         from ratatoskr.server.app import create_app
 
         return create_app(self.settings)
+
+
+class _ServeArbiter(Arbiter):  # type: ignore[misc]
+    """gunicorn's master, which also keeps the replication supervisor running: its loop
+    turns at least once a second and reaps children, the supervisor among them."""
+
+    def reap_workers(self) -> None:
+        self._tend_replication()
+        super().reap_workers()
+
+    def manage_workers(self) -> None:
+        self._tend_replication()
+        super().manage_workers()
+
+    def _tend_replication(self) -> None:
+        keeper = getattr(self.app, "replication", None)
+        if keeper is not None:
+            keeper.tend()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import logging
 import os
 import shutil
 import sys
@@ -95,15 +96,22 @@ def run(args: argparse.Namespace) -> int:
         flush=True,
     )
     from ratatoskr.cli.gunicorn_app import ServeApplication
-    from ratatoskr.server.replication import start_supervisor, stop_supervisor
+    from ratatoskr.server.replication import SupervisorKeeper
 
-    # Litestream, when RATATOSKR_REPLICA_URL is set: started before the workers fork, stopped
-    # after the last one has stopped so its final sync covers every acknowledged write
-    replication = start_supervisor(settings)
+    replication_log = logging.getLogger("ratatoskr.replication")
+
+    def exited(event: str, status: int | None) -> None:
+        replication_log.error(event, extra={"fields": {"exit_status": status}})
+
+    # Litestream, when RATATOSKR_REPLICA_URL is set: started before the workers fork, started
+    # again if it dies while they serve, stopped after the last one has stopped so its final
+    # sync covers every acknowledged write
+    replication = SupervisorKeeper(settings, exited)
+    replication.start()
     try:
-        ServeApplication(settings).run()
+        ServeApplication(settings, replication).run()
     finally:
-        stop_supervisor(replication)
+        replication.stop()
     return 0
 
 

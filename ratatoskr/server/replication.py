@@ -24,7 +24,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,6 +41,7 @@ TRUNCATE_WAL_BYTES = INLINE_PAGES * 65536
 # longer still (all of it after gunicorn's graceful timeout, inside compose's grace period)
 SHUTDOWN_SYNC_SECONDS = 10
 SUPERVISOR_STOP_SECONDS = SHUTDOWN_SYNC_SECONDS + 4
+RESTART_EVERY = 5.0  # seconds between two starts of a supervisor that keeps exiting
 
 
 @dataclass(frozen=True)
@@ -167,3 +168,35 @@ def stop_supervisor(process: subprocess.Popen[bytes] | None) -> None:
     except subprocess.TimeoutExpired:
         process.kill()
         process.wait(timeout=5)
+
+
+class SupervisorKeeper:
+    """The master's hold on the supervisor: started with the server, started again when it
+    exits while the server runs (killed outright, the OOM killer), at most once per
+    ``RESTART_EVERY`` seconds, and stopped last. ``ratatoskr serve``'s gunicorn master asks
+    ``tend`` at every turn of its loop."""
+
+    def __init__(self, settings: Settings, log: Callable[[str, int | None], None]) -> None:
+        self.settings = settings
+        self.log = log
+        self.process: subprocess.Popen[bytes] | None = None
+        self.started_at = 0.0
+
+    def start(self) -> None:
+        self.process = start_supervisor(self.settings)
+        self.started_at = time.monotonic()
+
+    def tend(self) -> None:
+        process = self.process
+        if process is None or process.poll() is None:
+            return
+        if time.monotonic() - self.started_at < RESTART_EVERY:
+            return
+        # gunicorn's master may have reaped it first (its waitpid takes any child): then
+        # the status is not known
+        self.log("replication supervisor exited; starting it again", process.returncode)
+        self.start()
+
+    def stop(self) -> None:
+        stop_supervisor(self.process)
+        self.process = None

@@ -139,6 +139,36 @@ def test_a_stalled_replica_degrades_health_metrics_and_stats_until_it_moves_agai
     assert URL_SECRET not in metrics and ENV_SECRET not in metrics
 
 
+def test_a_supervisor_killed_outright_is_logged_and_started_again(
+    replicating: Server,
+) -> None:
+    server = replicating
+    first = _state(server)
+    assert first.supervisor_pid is not None
+    os.kill(first.supervisor_pid, signal.SIGKILL)  # its Litestream goes with it
+
+    def again() -> ReplicaState | None:
+        state = _state(server)
+        fresh = state.supervisor_pid not in (None, first.supervisor_pid)
+        return state if fresh and state.litestream_running else None
+
+    poll(again, 30, "the master to start the supervisor again")
+    lines = [
+        line for line in server.log_lines() if line["event"].startswith("replication supervisor")
+    ]
+    assert lines and lines[0]["level"] == "error"
+    assert lines[0]["event"] == "replication supervisor exited; starting it again"
+    written = time.time()
+    ok(upsert(server.url, [chunk("after-the-supervisor")], "after-the-supervisor"))
+    poll(
+        lambda: (_state(server).last_sync_at or 0) > written or None,
+        30,
+        "the replica to take a write made after the restart",
+    )
+    assert server.terminate() == 0
+    assert URL_SECRET not in server.output() and ENV_SECRET not in server.output()
+
+
 def test_a_replica_emptied_under_the_server_is_noticed_and_written_again(
     replicating: Server, tmp_path: Path
 ) -> None:
