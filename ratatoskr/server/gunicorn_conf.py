@@ -3,8 +3,9 @@
 ``ratatoskr serve`` loads it (``deploy/gunicorn.conf.py`` re-exports it for a bare
 ``gunicorn -c deploy/gunicorn.conf.py 'ratatoskr.server.app:app_from_env()'``). Why each value:
 
-- ``uvicorn_worker.UvicornWorker``: the maintained ASGI worker (``uvicorn.workers`` is
-  deprecated); blocking SQLite calls run in its threadpool, never on the event loop.
+- ``gunicorn_worker.ServeWorker``: the maintained ASGI worker (``uvicorn_worker``;
+  ``uvicorn.workers`` is deprecated) with a SIGQUIT that stops it; blocking SQLite calls run
+  in its threadpool, never on the event loop.
 - ``max_requests = 0``: no worker recycling; a recycled worker leaves metric files behind
   and drops its live gauges mid-scrape.
 - ``graceful_timeout``: how long a SIGTERM waits for in-flight calls; the container's
@@ -69,7 +70,7 @@ def _workers(raw: str) -> int:
 
 
 workers = _workers(os.environ.get("RATATOSKR_WORKERS", ""))
-worker_class = "uvicorn_worker.UvicornWorker"
+worker_class = "ratatoskr.server.gunicorn_worker.ServeWorker"
 # Each worker binds its own SO_REUSEPORT socket and the kernel spreads new connections over
 # them. With one shared socket, the worker that wakes first accepts every pending connection:
 # a client opening its keep-alive pool at once put all 8 on one worker, which then served

@@ -60,7 +60,7 @@ def test_docker_compose_config_validates() -> None:
 
 def test_gunicorn_settings_are_the_production_ones() -> None:
     conf = gunicorn_settings()
-    assert conf["worker_class"] == "uvicorn_worker.UvicornWorker"
+    assert conf["worker_class"] == "ratatoskr.server.gunicorn_worker.ServeWorker"
     assert conf["max_requests"] == 0
     assert conf["control_socket_disable"] is True
     assert conf["graceful_timeout"] < conf["timeout"]

@@ -9,6 +9,7 @@ import socket
 from pathlib import Path
 
 import httpx
+import pytest
 
 from ratatoskr.memory.store import open_memory_store
 from tests.server.harness import DIM, Server, alive, call, envelope, ok, poll, post, token, vec
@@ -172,5 +173,25 @@ def test_a_worker_that_cannot_open_its_stores_still_answers_the_wire_and_the_pro
             "the worker to open its stores",
         )
         assert server.terminate() == 0
+    finally:
+        server.kill()
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGQUIT])
+def test_sigint_or_sigquit_to_the_master_alone_stops_the_workers_promptly(
+    tmp_path: Path, sig: signal.Signals
+) -> None:
+    """What ``kill -INT`` or a process manager's stop signal sends: the master alone, which
+    passes SIGQUIT to its workers. They stop taking calls and exit, not after the graceful
+    timeout's SIGKILL."""
+    server = Server(tmp_path, workers=2)
+    try:
+        server.start()
+        assert server.process is not None
+        workers = server.worker_pids()
+        os.kill(server.process.pid, sig)
+        assert server.process.wait(timeout=25) == 0  # the graceful timeout is 30 s
+        assert not [pid for pid in workers if alive(pid)]
+        assert "SIGKILL" not in server.output()
     finally:
         server.kill()
