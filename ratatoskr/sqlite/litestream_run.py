@@ -24,6 +24,7 @@ WORKDIR_PREFIX = "ratatoskr-litestream-"
 # Litestream's words when a replica holds nothing to restore from (or nothing before a time)
 NO_BACKUP = "no matching backup files available"
 CONFIG_NAME = "litestream.yml"
+UNSET_IF_EMPTY = frozenset({*CREDENTIAL_ENV, "GOOGLE_APPLICATION_CREDENTIALS"})
 # the variables Litestream is not given: the server's own (its key above all)
 WITHHELD_PREFIXES = ("RATATOSKR_", "PROMETHEUS_")
 
@@ -45,11 +46,12 @@ def write_config(workdir: str, config: dict[str, Any]) -> str:
 
 def litestream_env() -> dict[str, str]:
     """This process's environment as Litestream gets it: without ratatoskr's own settings
-    and without empty credential variables (which Litestream would take as set)."""
+    and without empty credential variables (which Litestream would take as set; compose
+    passes one it was not given as empty)."""
     return {
         k: v
         for k, v in os.environ.items()
-        if not k.startswith(WITHHELD_PREFIXES) and not (k in CREDENTIAL_ENV and not v)
+        if not k.startswith(WITHHELD_PREFIXES) and not (k in UNSET_IF_EMPTY and not v)
     }
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ratatoskr.server.replication import SUPERVISOR_STOP_SECONDS
+from ratatoskr.sqlite.replica import CREDENTIAL_ENV
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCKER_COMPOSE = shutil.which("docker-compose")
@@ -56,6 +57,14 @@ def test_docker_compose_config_validates() -> None:
     assert "heimdall_key" in done.stdout and "ratatoskr-data" in done.stdout
     for setting in ("RATATOSKR_REPLICA_URL", "RATATOSKR_REPLICA_MAX_LAG", "ratatoskr-backups"):
         assert setting in done.stdout
+    # every credential variable Litestream reads for the documented replica kinds
+    for credential in (
+        *CREDENTIAL_ENV[:5],
+        "LITESTREAM_AZURE_ACCOUNT_KEY",
+        "LITESTREAM_SFTP_PASSWORD",
+    ):
+        assert credential in service["environment"], credential
+    assert "GOOGLE_APPLICATION_CREDENTIALS" in service["environment"]
 
 
 def test_gunicorn_settings_are_the_production_ones() -> None:

@@ -15,6 +15,7 @@ from ratatoskr.server.litestream_supervisor import parse_time
 from ratatoskr.server.replication import litestream_config, page_size_of, replicated_files
 from ratatoskr.sqlite.database import DatabaseSettings
 from ratatoskr.sqlite.health import DURABILITY
+from ratatoskr.sqlite.litestream_run import litestream_env
 from ratatoskr.sqlite.replica import (
     ReplicaState,
     check_replica_url,
@@ -162,3 +163,16 @@ def test_the_config_leaves_checkpoints_to_litestream_with_bounds_of_ours(tmp_pat
     assert db["replica"]["max-sync-ltx-files"] == 0
     assert db["replica"]["url"] == "s3://bucket/p/memory"
     assert config["socket"] == {"enabled": True, "path": "/tmp/x.sock", "permissions": 0o600}
+
+
+def test_litestream_gets_neither_our_settings_nor_credentials_left_empty(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("RATATOSKR_HEIMDALL_KEY", "k" * 32)
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", "")  # compose passes unset as empty
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "")
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIA-set")
+    env = litestream_env()
+    assert "RATATOSKR_HEIMDALL_KEY" not in env
+    assert "GOOGLE_APPLICATION_CREDENTIALS" not in env and "AWS_SECRET_ACCESS_KEY" not in env
+    assert env["AWS_ACCESS_KEY_ID"] == "AKIA-set"
