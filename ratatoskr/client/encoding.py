@@ -9,11 +9,18 @@ its ``tolist()`` (integers stay integers).
 
 orjson writes NaN and the infinities as ``null``, which would store something other than
 what was sent; JSON cannot carry them, so an envelope holding one is refused before it is
-sent (``NonFiniteNumber``). A list of numbers is checked by its sum, which NaN and the
-infinities carry through; only a list whose sum is not finite, or that holds something
-else, is walked value by value. A memory record's vector (and a search's) is left to the
-server, which refuses a ``null`` in it before storing anything: summing a batch's 500 x 768
-values would cost the client 2 to 3 ms a call.
+sent (``NonFiniteNumber``). orjson also writes values JSON has no type for in a form of its
+choosing (a ``datetime`` or a ``UUID`` as a string, a dataclass as an object, an ``Enum``
+as its value): the store keeps records verbatim, so such a value is refused as well, a
+``TypeError`` naming its type, as is nesting deeper than orjson writes (or a value that
+holds itself). Numbers, strings, booleans, ``None``, lists, tuples and dicts (and their
+subclasses) pass, as do numpy arrays and scalars.
+
+A list of numbers is checked by its sum, which NaN and the infinities carry through; only
+a list whose sum is not finite, or that holds something else, is walked value by value. A
+memory record's vector (and a search's) is left to the server, which refuses a ``null`` in
+it before storing anything: summing a batch's 500 x 768 values would cost the client 2 to
+3 ms a call.
 """
 
 from __future__ import annotations
@@ -63,15 +70,30 @@ def envelope(
     body: dict[str, Any] = {"wire": WIRE_VERSION, "verb": verb, "args": args}
     if request_id is not None:
         body["request_id"] = request_id
-    where = _non_finite_arg(args, vectors_checked)
-    if where is not None:
-        raise NonFiniteNumber(where)
     try:
-        return orjson.dumps(body, option=_OPTIONS)
-    except orjson.JSONEncodeError as exc:
-        raise TypeError(
-            f"the arguments of {verb} are not JSON ({json_failure(exc)}); nothing was sent"
-        ) from None
+        where = _non_finite_arg(args, vectors_checked)
+    except NotJson as exc:
+        why = str(exc)
+    except RecursionError:  # the caller's own stack was deep already
+        why = TOO_DEEP
+    else:
+        if where is not None:
+            raise NonFiniteNumber(where)
+        try:
+            return orjson.dumps(body, option=_OPTIONS)
+        except orjson.JSONEncodeError as exc:
+            why = json_failure(exc)
+    raise TypeError(f"the arguments of {verb} are not JSON ({why}); nothing was sent")
+
+
+class NotJson(Exception):
+    """A value JSON has no type for (its type named), or nesting too deep."""
+
+
+TOO_DEEP = "nesting too deep"
+MAX_DEPTH = 254  # orjson writes at most 254 nested lists and objects, the envelope's 2 in
+_JSON = (str, int, float, list, tuple, dict, type(None), np.ndarray, np.generic)
+_NUMPY_TIMES = (np.datetime64, np.timedelta64)  # orjson writes them as strings
 
 
 def _non_finite_arg(args: Mapping[str, Any], vectors_checked: bool) -> str | None:
@@ -104,21 +126,26 @@ RECORD_ARGS = ("records", "events")  # the arguments that hold records (their fi
 HIDDEN_KEY = ".…"  # a step through a mapping, its key not shown
 
 
-def _non_finite(value: Any) -> list[str] | None:
+def _non_finite(value: Any, depth: int = 0) -> list[str] | None:
     """The path, innermost step first, to the first NaN or infinity in ``value``, or
     ``None`` (the path is built only when one is found: this runs on every call). List
-    positions are shown, mapping keys not: inside a record they are its content."""
+    positions are shown, mapping keys not: inside a record they are its content. A value
+    JSON has no type for, or nesting past ``MAX_DEPTH``, raises ``NotJson``."""
     kind = type(value)
     if kind is float:
         return None if math.isfinite(value) else []
+    if depth >= MAX_DEPTH:
+        raise NotJson(TOO_DEEP)
     if kind is dict or isinstance(value, Mapping):
         for item in value.values():
             if type(item) not in _PLAIN:
-                found = _non_finite(item)
+                found = _non_finite(item, depth + 1)
                 if found is not None:
                     return [*found, HIDDEN_KEY]  # a key inside a value may be content
         return None
-    if kind is list or kind is tuple:
+    if not isinstance(value, _JSON) or isinstance(value, _NUMPY_TIMES):
+        raise NotJson(f"a value of type {kind.__name__}, which JSON has no type for")
+    if isinstance(value, list | tuple):
         try:
             if math.isfinite(sum(value)):  # TypeError: not all numbers
                 return None  # (a sum that overflowed is walked: its values may be finite)
@@ -126,7 +153,7 @@ def _non_finite(value: Any) -> list[str] | None:
             pass
         for i, item in enumerate(value):
             if type(item) not in _PLAIN:
-                found = _non_finite(item)
+                found = _non_finite(item, depth + 1)
                 if found is not None:
                     return [*found, f"[{i}]"]
         return None

@@ -5,8 +5,11 @@ no exception message holds what was sent; an unlisted verb is refused without be
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import datetime
 import inspect
 import socket
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -56,6 +59,11 @@ from tests.client.conftest import MAX_BODY
 from tests.server.harness import DIM, KEY, Server, vec
 
 SECRET = "SECRET-CONTENT-MARKER"
+
+
+@dataclasses.dataclass
+class Stamp:
+    text: str
 
 
 def chunk(chunk_id: str, tenant: str, **fields: Any) -> dict[str, Any]:
@@ -425,20 +433,41 @@ def test_one_string_where_a_list_is_wanted_is_refused_unsent(
     assert client.affect.delete_many([one, two]) == {"deleted": 2}
 
 
+def _nested(depth: int) -> list[Any]:
+    outer: list[Any] = []
+    inner = outer
+    for _ in range(depth):
+        inner.append([])
+        inner = inner[0]
+    return outer
+
+
 def test_arguments_json_cannot_carry_are_refused_unsent_saying_why(
     server: Server, tenant: str
 ) -> None:
-    """A lone surrogate, an integer beyond 64 bits or a set in the arguments: a
-    ``TypeError`` that says which, names no value and sends nothing."""
+    """A lone surrogate, an integer beyond 64 bits, a value of a type JSON does not have
+    (which orjson would write in a form of its own: a datetime or a UUID as a string, a
+    dataclass as an object), nesting deeper than orjson writes, or a value that holds
+    itself: a ``TypeError`` that says which, names no value and sends nothing."""
     scope = {"tenant": tenant}
     http, sent = counting(server)
+    itself: dict[str, Any] = {}
+    itself["again"] = itself
+    no_json_type = "a value of type {}, which JSON has no type for"
     with Client(server.url, key=KEY, scope=scope, actor=tenant, http=http) as counted:
         counted.handshake()
         before = len(sent)
-        cases = (
+        cases: tuple[tuple[Any, str], ...] = (
             ("zq\ud800marker", "a string holds a lone surrogate"),
             (2**70, "an integer exceeds 64 bits"),
-            ({"zq-marker"}, "unsupported value"),
+            ({"zq-marker"}, no_json_type.format("set")),
+            (datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC), no_json_type.format("datetime")),
+            (datetime.date(2026, 1, 1), no_json_type.format("date")),
+            ([uuid.UUID(int=7)], no_json_type.format("UUID")),
+            ({"at": Stamp("zq-marker")}, no_json_type.format("Stamp")),
+            (_nested(300), "nesting too deep"),
+            (_nested(200_000), "nesting too deep"),
+            (itself, "nesting too deep"),
         )
         for value, why in cases:
             record = {"id": "x", "scope": scope, "note": value}
