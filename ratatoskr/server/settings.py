@@ -206,13 +206,20 @@ def _keyring(
 
 def write_dev_key(path: Path) -> bool:
     """Create ``path`` holding a fresh random key, mode 0600; False if another process won."""
+    cannot = (
+        f"no Heimdall key setting, and the development key {path} cannot be created "
+        "({}): set {} (a production key), or run where ./data can be written"
+    )
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:  # a file named data, a directory this user cannot write, ...
+        raise SettingsError(cannot.format(exc.strerror, KEY_FILE_ENV)) from None
+    try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     except FileExistsError:
         return False
-    except OSError:
-        raise SettingsError(f"{DEFAULT_KEY_FILE} cannot be created") from None
+    except OSError as exc:
+        raise SettingsError(cannot.format(exc.strerror, KEY_FILE_ENV)) from None
     with os.fdopen(fd, "w") as handle:
         handle.write(secrets.token_hex(DEV_KEY_BYTES) + "\n")
     os.chmod(path, 0o600)

@@ -154,6 +154,18 @@ def test_defaults_generate_a_private_key_and_print_only_its_path(tmp_path: Path)
     assert key_file.read_text().strip() == key
 
 
+def test_a_development_key_that_cannot_be_made_names_the_setting_to_give(tmp_path: Path) -> None:
+    (tmp_path / "data").write_text("a file where the key's directory would go")
+    env = {
+        "RATATOSKR_MEMORY_DB": str(tmp_path / "m.db"),
+        "RATATOSKR_AFFECT_DB": str(tmp_path / "a.db"),
+    }
+    with pytest.raises(SettingsError) as caught:
+        load_settings(env, cwd=tmp_path, generate_dev_key=True)
+    assert "development key" in str(caught.value) and "cannot be created" in str(caught.value)
+    assert "RATATOSKR_HEIMDALL_KEY_FILE" in str(caught.value)
+
+
 GUNICORN = [sys.executable, "-m", "gunicorn", "-c", str(REPO / "deploy" / "gunicorn.conf.py")]
 
 
