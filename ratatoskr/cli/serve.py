@@ -89,7 +89,8 @@ def run(args: argparse.Namespace) -> int:
         url = None if settings.port == DEFAULT_PORT else f"http://{host}:{settings.port}"
         banner = dev_key_banner(str(settings.dev_key_file), settings.dev_key_generated, url)
         print(banner, file=sys.stderr, flush=True)
-    # gunicorn's own "Listening at" line is empty: each worker binds its socket itself
+    # gunicorn's own "Listening at" line is empty (each worker binds its socket itself);
+    # the JSON log has "serving ..." from the when_ready hook
     print(
         f"ratatoskr: serving http://{host}:{settings.port} with {settings.workers} workers",
         file=sys.stderr,

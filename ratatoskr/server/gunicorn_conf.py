@@ -110,6 +110,13 @@ def on_starting(server: Any) -> None:
         server.ratatoskr_replication = start_from_env()
 
 
+def when_ready(server: Any) -> None:
+    """Master, once started: where it serves, in the JSON log (gunicorn's own "Listening at"
+    line names no address, since each worker binds its own socket)."""
+    urls = " ".join(f"http://{bind}" for bind in server.cfg.bind)
+    server.log.info("serving %s with %d workers", urls, server.cfg.workers)
+
+
 def post_fork(server: Any, worker: Any) -> None:
     """Worker, just forked: it ends with the master (``parent_death.py``), never serving on
     alone once the master is killed outright."""

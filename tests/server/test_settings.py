@@ -137,6 +137,7 @@ def test_defaults_generate_a_private_key_and_print_only_its_path(tmp_path: Path)
         # stdout is JSON lines only, for a log shipper
         stdout = server.stdout_path.read_text().splitlines()
         assert stdout and all(line.startswith("{") for line in stdout)
+        assert f"serving {server.url} with 2 workers" in server.stdout_path.read_text()
         assert "ratatoskr call" in server.output()
         # the example call names this server, which is not on the default port
         assert f"call memory health --scope tenant=acme --url {server.url}" in server.output()
