@@ -12,7 +12,8 @@ import httpx
 from ratatoskr.client.affect import AsyncAffectAPI
 from ratatoskr.client.base import ClientBase, ClientSettings
 from ratatoskr.client.errors import ClientClosed, RatatoskrError, TransportFailed
-from ratatoskr.client.http11 import AsyncHttp11Pool, AsyncHttpxTransport
+from ratatoskr.client.http11_async import AsyncHttp11Pool
+from ratatoskr.client.httpx_transport import AsyncHttpxTransport
 from ratatoskr.client.memory import AsyncMemoryAPI
 from ratatoskr.client.transport import (
     HANDSHAKE,

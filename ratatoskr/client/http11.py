@@ -27,14 +27,13 @@ and a client still writing megabytes would see the reset, not the answer. The bo
 out on ``100 Continue``, or after ``CONTINUE_WAIT`` seconds of silence (a server or proxy
 that ignores the header); any other answer is the call's, and the body is never sent.
 
-``https://`` URLs and callers who need proxies, TLS settings or their own hooks pass an
-httpx client instead (``http=``); ``HttpxTransport`` adapts either kind of client.
+Here the framing both clients share and the blocking pool (``Http11Pool``); the asyncio
+pool is ``http11_async``. ``https://`` URLs and callers who need proxies, TLS settings or
+their own hooks pass an httpx client instead (``http=``), which ``httpx_transport`` adapts.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import socket
 import threading
 import time
@@ -42,8 +41,6 @@ from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass
 from urllib.parse import urlsplit
-
-import httpx
 
 MAX_HEAD = 64 * 1024
 _SMALL_BODY = 64 * 1024  # below this, head and body go out as one write
@@ -273,7 +270,7 @@ class Http11Pool:
                 return self._exchange(conn, head, body, deadline)
             except StaleConnection:
                 pass  # closed by the server while idle: it read nothing; a new connection
-            return _resent(self._exchange(self._open(deadline), head, body, deadline))
+            return resent(self._exchange(self._open(deadline), head, body, deadline))
         return self._exchange(self._open(deadline), head, body, deadline)
 
     def _open(self, deadline: float) -> Connection:
@@ -305,186 +302,9 @@ class Http11Pool:
                 self.idle.pop().close()
 
 
-def _resent(answer: tuple[int, bytes]) -> tuple[int, bytes]:
+def resent(answer: tuple[int, bytes]) -> tuple[int, bytes]:
     """The answer to a request sent again after its first connection closed unanswered: a
     401 there refuses the token the first sending used, so that one reached the server."""
     if answer[0] == 401:
         raise MayHaveRun("the connection closed unanswered after the server took the call")
     return answer
-
-
-# -- asyncio --------------------------------------------------------------------------------
-
-
-class AsyncConnection:
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.reader = reader
-        self.writer = writer
-
-    @classmethod
-    async def open(cls, endpoint: Endpoint) -> AsyncConnection:
-        reader, writer = await asyncio.open_connection(endpoint.host, endpoint.port)
-        sock = writer.get_extra_info("socket")
-        if sock is not None:
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        return cls(reader, writer)
-
-    async def exchange(self, head: bytes, body: bytes) -> tuple[int, bytes, bool]:
-        try:
-            if len(body) < EXPECT_BODY:
-                self.writer.writelines([head, body])
-            else:
-                early = await self._ask(head)
-                if early is not None:  # answered without the body (a 413): never sent
-                    return early.status, await self._body(early), False
-                self.writer.write(body)
-            await self.writer.drain()
-            raw = await self.reader.readuntil(b"\r\n\r\n")
-        except asyncio.IncompleteReadError as exc:
-            if not exc.partial:
-                raise StaleConnection("closed before answering") from exc
-            raise IncompleteAnswer("the connection ended inside the answer's head") from exc
-        except (ConnectionError, BrokenPipeError) as exc:
-            raise StaleConnection(str(exc)) from exc
-        except asyncio.LimitOverrunError as exc:
-            raise IncompleteAnswer("the answer's head is too long") from exc
-        parsed = Head.parse(raw[:-4])
-        try:
-            content = await self._body(parsed)
-        except asyncio.IncompleteReadError as exc:
-            raise IncompleteAnswer("the connection ended inside the answer's body") from exc
-        return parsed.status, content, not parsed.close
-
-    async def _ask(self, head: bytes) -> Head | None:
-        """``Connection._ask`` for asyncio."""
-        self.writer.write(head)
-        await self.writer.drain()
-        try:
-            raw = await asyncio.wait_for(self.reader.readuntil(b"\r\n\r\n"), CONTINUE_WAIT)
-        except TimeoutError:
-            return None  # a server that ignores Expect: the body goes out now
-        parsed = Head.parse(raw[:-4])
-        return None if parsed.status == 100 else parsed
-
-    async def _body(self, head: Head) -> bytes:
-        if head.chunked:
-            parts: list[bytes] = []
-            while True:
-                line = await self.reader.readuntil(b"\r\n")
-                size = int(line[:-2].split(b";")[0], 16)
-                if size == 0:
-                    while await self.reader.readuntil(b"\r\n") != b"\r\n":
-                        pass  # trailers
-                    return b"".join(parts)
-                parts.append(await self.reader.readexactly(size))
-                await self.reader.readexactly(2)
-        if head.length is not None:
-            return await self.reader.readexactly(head.length)
-        return await self.reader.read()
-
-    def close(self) -> None:
-        self.writer.close()
-
-
-class AsyncHttp11Pool:
-    """``Http11Pool`` for asyncio: calls in flight at once each hold a connection."""
-
-    def __init__(self, base_url: str, timeout: float) -> None:
-        self.endpoint = Endpoint.of(base_url)
-        self.timeout = timeout
-        self.idle: deque[AsyncConnection] = deque()
-        self.closed = False
-        self.loop: asyncio.AbstractEventLoop | None = None  # the idle connections' loop
-
-    def _in_this_loop(self) -> None:
-        """Idle connections of another event loop (an earlier ``asyncio.run``) cannot be
-        used or closed from this one: they are let go."""
-        loop = asyncio.get_running_loop()
-        if self.loop is not loop:
-            self.idle.clear()
-            self.loop = loop
-
-    async def post(self, path: str, body: bytes, headers: Mapping[str, str]) -> tuple[int, bytes]:
-        head = request_head(self.endpoint, path, headers, len(body))
-        self._in_this_loop()
-        async with asyncio.timeout(self.timeout):
-            if self.idle:
-                try:
-                    return await self._exchange(self.idle.pop(), head, body)
-                except StaleConnection:
-                    pass
-                fresh = await AsyncConnection.open(self.endpoint)
-                return _resent(await self._exchange(fresh, head, body))
-            return await self._exchange(await AsyncConnection.open(self.endpoint), head, body)
-
-    async def _exchange(self, conn: AsyncConnection, head: bytes, body: bytes) -> tuple[int, bytes]:
-        try:
-            status, content, reusable = await conn.exchange(head, body)
-        except BaseException:
-            conn.close()
-            raise
-        if reusable and not self.closed:
-            self.idle.append(conn)
-        else:
-            conn.close()
-        return status, content
-
-    async def aclose(self) -> None:
-        self.closed = True
-        self._in_this_loop()
-        while self.idle:
-            conn = self.idle.pop()
-            conn.close()
-            with contextlib.suppress(OSError):
-                await conn.writer.wait_closed()
-
-
-# -- httpx ----------------------------------------------------------------------------------
-
-
-class HttpxTransport:
-    """An ``httpx.Client`` of the caller's behind the pools' ``post``: requests go to the
-    client's URL, whatever ``base_url`` the httpx client has."""
-
-    def __init__(self, http: httpx.Client, base_url: str) -> None:
-        self.http = http
-        self.base_url = base_url.rstrip("/")
-
-    @property
-    def closed(self) -> bool:
-        return self.http.is_closed
-
-    def post(self, path: str, body: bytes, headers: Mapping[str, str]) -> tuple[int, bytes]:
-        try:
-            response = self.http.post(self.base_url + path, content=body, headers=dict(headers))
-        except httpx.TransportError as exc:
-            raise OSError(type(exc).__name__) from exc
-        return response.status_code, response.content
-
-    def close(self) -> None:
-        self.http.close()
-
-
-class AsyncHttpxTransport:
-    """An ``httpx.AsyncClient`` of the caller's behind the pools' ``post`` (as
-    ``HttpxTransport``)."""
-
-    def __init__(self, http: httpx.AsyncClient, base_url: str) -> None:
-        self.http = http
-        self.base_url = base_url.rstrip("/")
-
-    @property
-    def closed(self) -> bool:
-        return self.http.is_closed
-
-    async def post(self, path: str, body: bytes, headers: Mapping[str, str]) -> tuple[int, bytes]:
-        try:
-            response = await self.http.post(
-                self.base_url + path, content=body, headers=dict(headers)
-            )
-        except httpx.TransportError as exc:
-            raise OSError(type(exc).__name__) from exc
-        return response.status_code, response.content
-
-    async def aclose(self) -> None:
-        await self.http.aclose()

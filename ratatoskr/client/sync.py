@@ -12,7 +12,8 @@ import httpx
 from ratatoskr.client.affect import AffectAPI
 from ratatoskr.client.base import ClientBase, ClientSettings
 from ratatoskr.client.errors import ClientClosed, RatatoskrError, TransportFailed
-from ratatoskr.client.http11 import Http11Pool, HttpxTransport
+from ratatoskr.client.http11 import Http11Pool
+from ratatoskr.client.httpx_transport import HttpxTransport
 from ratatoskr.client.memory import MemoryAPI
 from ratatoskr.client.transport import (
     HANDSHAKE,

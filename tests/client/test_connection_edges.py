@@ -17,7 +17,8 @@ import pytest
 
 from ratatoskr.client import AsyncClient, Client
 from ratatoskr.client.errors import ClientClosed, TransportFailed
-from ratatoskr.client.http11 import AsyncHttp11Pool, Http11Pool, MayHaveRun
+from ratatoskr.client.http11 import Http11Pool, MayHaveRun
+from ratatoskr.client.http11_async import AsyncHttp11Pool
 from tests.server.harness import KEY, Server
 
 OK = b'{"ok":true,"result":{"status":"ok","reason":null}}'

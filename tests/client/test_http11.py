@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 
 from ratatoskr.client import AsyncClient, Client
-from ratatoskr.client.http11 import AsyncHttp11Pool, Http11Pool
+from ratatoskr.client.http11 import Http11Pool
+from ratatoskr.client.http11_async import AsyncHttp11Pool
 from tests.server.harness import DIM, KEY, Server, vec
 
 

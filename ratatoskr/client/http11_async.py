@@ -1,0 +1,144 @@
+"""The client's own HTTP/1.1 for asyncio: ``http11``'s requests and answers over asyncio
+streams, for ``AsyncClient`` and a plain ``http://`` server."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+from collections import deque
+from collections.abc import Mapping
+
+from ratatoskr.client import http11
+from ratatoskr.client.http11 import (
+    CONTINUE_WAIT,
+    Endpoint,
+    Head,
+    IncompleteAnswer,
+    StaleConnection,
+    request_head,
+    resent,
+)
+
+
+class AsyncConnection:
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader = reader
+        self.writer = writer
+
+    @classmethod
+    async def open(cls, endpoint: Endpoint) -> AsyncConnection:
+        reader, writer = await asyncio.open_connection(endpoint.host, endpoint.port)
+        sock = writer.get_extra_info("socket")
+        if sock is not None:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        return cls(reader, writer)
+
+    async def exchange(self, head: bytes, body: bytes) -> tuple[int, bytes, bool]:
+        try:
+            if len(body) < http11.EXPECT_BODY:  # (read here: a test lowers it)
+                self.writer.writelines([head, body])
+            else:
+                early = await self._ask(head)
+                if early is not None:  # answered without the body (a 413): never sent
+                    return early.status, await self._body(early), False
+                self.writer.write(body)
+            await self.writer.drain()
+            raw = await self.reader.readuntil(b"\r\n\r\n")
+        except asyncio.IncompleteReadError as exc:
+            if not exc.partial:
+                raise StaleConnection("closed before answering") from exc
+            raise IncompleteAnswer("the connection ended inside the answer's head") from exc
+        except (ConnectionError, BrokenPipeError) as exc:
+            raise StaleConnection(str(exc)) from exc
+        except asyncio.LimitOverrunError as exc:
+            raise IncompleteAnswer("the answer's head is too long") from exc
+        parsed = Head.parse(raw[:-4])
+        try:
+            content = await self._body(parsed)
+        except asyncio.IncompleteReadError as exc:
+            raise IncompleteAnswer("the connection ended inside the answer's body") from exc
+        return parsed.status, content, not parsed.close
+
+    async def _ask(self, head: bytes) -> Head | None:
+        """``Connection._ask`` for asyncio."""
+        self.writer.write(head)
+        await self.writer.drain()
+        try:
+            raw = await asyncio.wait_for(self.reader.readuntil(b"\r\n\r\n"), CONTINUE_WAIT)
+        except TimeoutError:
+            return None  # a server that ignores Expect: the body goes out now
+        parsed = Head.parse(raw[:-4])
+        return None if parsed.status == 100 else parsed
+
+    async def _body(self, head: Head) -> bytes:
+        if head.chunked:
+            parts: list[bytes] = []
+            while True:
+                line = await self.reader.readuntil(b"\r\n")
+                size = int(line[:-2].split(b";")[0], 16)
+                if size == 0:
+                    while await self.reader.readuntil(b"\r\n") != b"\r\n":
+                        pass  # trailers
+                    return b"".join(parts)
+                parts.append(await self.reader.readexactly(size))
+                await self.reader.readexactly(2)
+        if head.length is not None:
+            return await self.reader.readexactly(head.length)
+        return await self.reader.read()
+
+    def close(self) -> None:
+        self.writer.close()
+
+
+class AsyncHttp11Pool:
+    """``Http11Pool`` for asyncio: calls in flight at once each hold a connection."""
+
+    def __init__(self, base_url: str, timeout: float) -> None:
+        self.endpoint = Endpoint.of(base_url)
+        self.timeout = timeout
+        self.idle: deque[AsyncConnection] = deque()
+        self.closed = False
+        self.loop: asyncio.AbstractEventLoop | None = None  # the idle connections' loop
+
+    def _in_this_loop(self) -> None:
+        """Idle connections of another event loop (an earlier ``asyncio.run``) cannot be
+        used or closed from this one: they are let go."""
+        loop = asyncio.get_running_loop()
+        if self.loop is not loop:
+            self.idle.clear()
+            self.loop = loop
+
+    async def post(self, path: str, body: bytes, headers: Mapping[str, str]) -> tuple[int, bytes]:
+        head = request_head(self.endpoint, path, headers, len(body))
+        self._in_this_loop()
+        async with asyncio.timeout(self.timeout):
+            if self.idle:
+                try:
+                    return await self._exchange(self.idle.pop(), head, body)
+                except StaleConnection:
+                    pass
+                fresh = await AsyncConnection.open(self.endpoint)
+                return resent(await self._exchange(fresh, head, body))
+            return await self._exchange(await AsyncConnection.open(self.endpoint), head, body)
+
+    async def _exchange(self, conn: AsyncConnection, head: bytes, body: bytes) -> tuple[int, bytes]:
+        try:
+            status, content, reusable = await conn.exchange(head, body)
+        except BaseException:
+            conn.close()
+            raise
+        if reusable and not self.closed:
+            self.idle.append(conn)
+        else:
+            conn.close()
+        return status, content
+
+    async def aclose(self) -> None:
+        self.closed = True
+        self._in_this_loop()
+        while self.idle:
+            conn = self.idle.pop()
+            conn.close()
+            with contextlib.suppress(OSError):
+                await conn.writer.wait_closed()
