@@ -17,7 +17,7 @@ from starlette.datastructures import FormData
 from starlette.requests import Request
 from starlette.responses import Response
 
-from ratatoskr.console import audit
+from ratatoskr.console import audit, values
 from ratatoskr.console import tree as tree_view
 from ratatoskr.console.render import page
 from ratatoskr.console.state import Console, Refused, read_form
@@ -65,9 +65,10 @@ class Target:
 
     @property
     def phrase(self) -> str:
-        """Blanks around a value are not part of the phrase (a typed phrase is stripped;
-        the target comes from the form's other fields, never from the phrase)."""
-        return str(len(self.ids)) if self.ids else self.path[-1][1].strip()
+        """The node's value as the page writes it (``" "`` for a blank one, ``""`` for the
+        empty origin), so every value has a phrase that can be typed; the target comes
+        from the form's other fields, never from the phrase."""
+        return str(len(self.ids)) if self.ids else values.shown(self.path[-1][1])
 
     @property
     def title(self) -> str:
@@ -112,11 +113,13 @@ def _subject(form: FormData) -> dict[str, str]:
 
 
 def _subject_phrase(scope: dict[str, str]) -> str:
-    """The most specific value named: ``tenant=acme end_user=bob`` is confirmed by ``bob``."""
-    return [scope[a] for a in AXES if a in scope][-1].strip()
+    """The most specific value named, as the page writes it: ``tenant=acme end_user=bob``
+    is confirmed by ``bob``, ``end_user=" bob"`` by ``" bob"``."""
+    return values.shown([scope[a] for a in AXES if a in scope][-1])
 
 
 def _confirmed(form: FormData, phrase: str) -> bool:
+    """The typed phrase, blanks around it dropped (a phrase never starts or ends with one)."""
     return bool(phrase) and str(form.get("confirm", "")).strip() == phrase
 
 

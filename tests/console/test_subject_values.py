@@ -74,7 +74,7 @@ def test_erasing_a_subject_from_its_node_erases_that_subject(
     counts.first.wait_for()
     assert page.locator('[data-count="memory.chunk"]').inner_text() == "1"
     assert page.locator('[data-count="affect.state"]').inner_text() == "1"
-    page.fill("#confirm-phrase", "bob")
+    page.fill("#confirm-phrase", '" bob"')
     page.locator("#action-result button.danger").click()
     page.locator("#action-result .removed").wait_for()
     assert page.locator('[data-removed="memory.chunk"]').inner_text() == "1"
@@ -87,7 +87,7 @@ def test_forgetting_a_node_whose_value_has_blanks_can_be_confirmed(
     _node(page, spaced)
     page.get_by_role("button", name="Forget this node…").click()
     page.locator("#confirm-phrase").wait_for()
-    page.fill("#confirm-phrase", "bob")
+    page.fill("#confirm-phrase", '" bob"')
     page.locator("#action-result button.danger").click()
     page.locator("#action-result .removed").wait_for()
     assert page.locator('[data-removed="memory.chunk"]').inner_text() == "1"
