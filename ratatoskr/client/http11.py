@@ -116,6 +116,13 @@ class Head:
         return cls(int(raw[9:12]), length, chunked, close)
 
 
+def interim(status: int) -> bool:
+    """An informational answer that comes before the final one (``103 Early Hints`` from a
+    proxy, ``102 Processing``): headers only, to be skipped (RFC 9110, 15.2). ``101``
+    switches protocols, which a wire call never asks for: it is final, and not HTTP."""
+    return 100 <= status < 200 and status != 101
+
+
 def _header(low: bytes, name: bytes) -> bytes | None:
     """The value of header ``name`` in the lowered head ``low``, if it is there."""
     at = low.find(b"\r\n" + name + b":")
@@ -219,13 +226,20 @@ class Connection:
                 if early is not None:  # answered without the body (a 413): never sent
                     return early.status, _read_body(self.reader, early), False
                 self.sock.sendall(body)
-            parsed = Head.parse(self.reader.until(b"\r\n\r\n"))
+            parsed = self._final_head()
         except OSError as exc:
             if not self.reader.received and not isinstance(exc, TimeoutError):
                 raise StaleConnection(str(exc)) from exc
             raise
         content = _read_body(self.reader, parsed)
         return parsed.status, content, not parsed.close and not self.reader.buffer
+
+    def _final_head(self) -> Head:
+        """The final answer's head, past any interim ones."""
+        while True:
+            parsed = Head.parse(self.reader.until(b"\r\n\r\n"))
+            if not interim(parsed.status):
+                return parsed
 
     def _ask(self, head: bytes) -> Head | None:
         """Send ``head`` (which expects ``100 Continue``) and wait for the server's word:
@@ -236,6 +250,8 @@ class Connection:
         self.reader.deadline = wait if deadline is None else min(wait, deadline)
         try:
             parsed = Head.parse(self.reader.until(b"\r\n\r\n"))
+            while interim(parsed.status) and parsed.status != 100:
+                parsed = Head.parse(self.reader.until(b"\r\n\r\n"))
         except TimeoutError:
             if deadline is not None and time.monotonic() >= deadline:
                 raise

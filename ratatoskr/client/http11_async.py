@@ -16,6 +16,7 @@ from ratatoskr.client.http11 import (
     Head,
     IncompleteAnswer,
     StaleConnection,
+    interim,
     request_head,
     resent,
 )
@@ -55,20 +56,34 @@ class AsyncConnection:
             raise IncompleteAnswer("the answer's head is too long") from exc
         parsed = Head.parse(raw[:-4])
         try:
+            while interim(parsed.status):  # a 103 Early Hints, ...: the final answer follows
+                parsed = await self._head()
             content = await self._body(parsed)
         except asyncio.IncompleteReadError as exc:
-            raise IncompleteAnswer("the connection ended inside the answer's body") from exc
+            raise IncompleteAnswer("the connection ended inside the answer") from exc
+        except asyncio.LimitOverrunError as exc:
+            raise IncompleteAnswer("the answer's head is too long") from exc
         return parsed.status, content, not parsed.close
+
+    async def _head(self) -> Head:
+        return Head.parse((await self.reader.readuntil(b"\r\n\r\n"))[:-4])
+
+    async def _continue_or_final(self) -> Head:
+        """The server's word on an ``Expect``: a ``100``, or the final answer's head (other
+        interim answers skipped)."""
+        parsed = await self._head()
+        while interim(parsed.status) and parsed.status != 100:
+            parsed = await self._head()
+        return parsed
 
     async def _ask(self, head: bytes) -> Head | None:
         """``Connection._ask`` for asyncio."""
         self.writer.write(head)
         await self.writer.drain()
         try:
-            raw = await asyncio.wait_for(self.reader.readuntil(b"\r\n\r\n"), CONTINUE_WAIT)
+            parsed = await asyncio.wait_for(self._continue_or_final(), CONTINUE_WAIT)
         except TimeoutError:
             return None  # a server that ignores Expect: the body goes out now
-        parsed = Head.parse(raw[:-4])
         return None if parsed.status == 100 else parsed
 
     async def _body(self, head: Head) -> bytes:

@@ -1,6 +1,7 @@
 """The client's own HTTP/1.1: keep-alive connections replaced when the server closed them,
-large bodies both ways, and answers framed by ``chunked`` or by the end of the connection
-(a real socket server of the test's own sends those: ratatoskr never does)."""
+large bodies both ways, and answers framed by ``chunked`` or by the end of the connection,
+or after interim ``1xx`` answers (a real socket server of the test's own sends those:
+ratatoskr never does)."""
 
 from __future__ import annotations
 
@@ -74,7 +75,15 @@ HANDSHAKE = b'{"ok":true,"result":{"planes":{"memory":{"verbs":["health"]}}},"re
 HEALTH = b'{"ok":true,"result":{"status":"ok","reason":null},"request_id":"r"}'
 
 
+HINTS = (
+    b"HTTP/1.1 102 Processing\r\n\r\n"
+    b"HTTP/1.1 103 Early Hints\r\nLink: </style.css>; rel=preload\r\n\r\n"
+)
+
+
 def framed(body: bytes, how: str) -> bytes:
+    if how == "hints":  # interim answers a proxy may send before the final one
+        return HINTS + b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)
     if how == "chunked":
         chunks = b"".join(
             b"%x;ext=1\r\n%s\r\n" % (len(body[i : i + 7]), body[i : i + 7])
@@ -106,11 +115,11 @@ class Answers(socketserver.BaseRequestHandler):
             body, data = data[:length], data[length:]
             answer = HANDSHAKE if b'"handshake"' in body else HEALTH
             self.request.sendall(framed(answer, how))
-            if how != "chunked":
+            if how not in ("chunked", "hints"):
                 return  # these framings end with the connection
 
 
-@pytest.fixture(params=["chunked", "close", "http10"])
+@pytest.fixture(params=["chunked", "close", "http10", "hints"])
 def odd_server(request: pytest.FixtureRequest) -> Iterator[str]:
     served = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Answers)
     served.daemon_threads = True
@@ -125,12 +134,14 @@ def odd_server(request: pytest.FixtureRequest) -> Iterator[str]:
 
 
 def test_chunked_and_connection_framed_answers(odd_server: str) -> None:
-    with Client(odd_server, key=KEY, scope={"tenant": "t"}) as client:
+    """And interim answers (``102``, ``103 Early Hints``) before the final one, skipped."""
+    settings: dict[str, Any] = {"key": KEY, "scope": {"tenant": "t"}, "timeout": 3, "retry": 0}
+    with Client(odd_server, **settings) as client:
         for _ in range(3):
             assert client.memory.health() == {"status": "ok", "reason": None}
 
     async def scenario() -> None:
-        async with AsyncClient(odd_server, key=KEY, scope={"tenant": "t"}) as client:
+        async with AsyncClient(odd_server, **settings) as client:
             for _ in range(3):
                 assert await client.memory.health() == {"status": "ok", "reason": None}
 
