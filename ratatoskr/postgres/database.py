@@ -30,7 +30,7 @@ import psycopg
 import psycopg.errors
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from ratatoskr.core.errors import Unavailable
+from ratatoskr.core.errors import InvalidArguments, Unavailable
 from ratatoskr.postgres.migrations import Migration, migrate
 from ratatoskr.postgres.probe import unreachable
 from ratatoskr.postgres.url import masked, with_options
@@ -135,6 +135,12 @@ class _Counters:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
+TOO_LARGE = (
+    "a value is too large for PostgreSQL's indexes: in the partitioned layout an id and its "
+    "tenant together take at most about 2,700 bytes of UTF-8"
+)
+
+
 def unreachable_reason(exc: BaseException) -> str:
     if isinstance(exc, PoolTimeout):
         return "no database connection could be had in time (PostgreSQL down or pool full)"
@@ -144,6 +150,11 @@ def unreachable_reason(exc: BaseException) -> str:
         return "the database is read-only (a standby?)"
     if isinstance(exc, psycopg.errors.LockNotAvailable):
         return "a lock the call needs is held elsewhere past the session's lock_timeout"
+    state = getattr(exc, "sqlstate", None)
+    if state and not state.startswith(("08", "57P")):
+        # PostgreSQL answered, refusing the statement (a timeout, a resource it lacks): say
+        # which error, not that it cannot be reached (08: connection, 57P: shutting down)
+        return f"PostgreSQL refused the statement (SQLSTATE {state})"
     return "PostgreSQL cannot be reached"
 
 
@@ -282,6 +293,10 @@ class PgDatabase:
                         "store unavailable: concurrent writes kept conflicting; retry"
                     ) from None
                 time.sleep(BACKOFF * (2 ** (attempt - 1)) * (0.5 + random.random()))
+            except psycopg.errors.ProgramLimitExceeded:
+                # a value past one of PostgreSQL's own limits (an index row over 2,704
+                # bytes): the call's, not an outage, and the same call again fails again
+                raise InvalidArguments(TOO_LARGE) from None
             except (
                 PoolTimeout,
                 psycopg.OperationalError,
@@ -298,7 +313,9 @@ class PgDatabase:
                 reason = unreachable_reason(exc)
                 with self.counters.lock:
                     self.counters.unavailable += 1
-                if write:
+                # a lock held elsewhere is contention, gone when its holder is done: nothing
+                # for health to remember (SQLite's busy timeout is not remembered either)
+                if write and not isinstance(exc, psycopg.errors.LockNotAvailable):
                     self.last_write_failure = WriteFailure(reason, time.time())
                 raise Unavailable(f"store unavailable: {reason}") from None
 

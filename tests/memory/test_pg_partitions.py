@@ -16,7 +16,7 @@ import psycopg
 import pytest
 
 from ratatoskr.core.context import CallContext
-from ratatoskr.core.errors import RevisionMismatch
+from ratatoskr.core.errors import InvalidArguments, RevisionMismatch
 from ratatoskr.core.filters import Filter
 from ratatoskr.memory import rules
 from ratatoskr.memory.postgres.search import _select
@@ -144,3 +144,18 @@ def test_an_expected_revisions_race_on_a_new_id_has_one_winner(
         t.join(30)
     assert sorted(outcomes) == ["lost", "lost", "lost", "won"]
     assert _ids_stored(url, "contended") == 1
+
+
+def test_an_id_and_tenant_past_the_partitioned_keys_limit_are_invalid_not_unavailable(
+    partitioned: tuple[Any, str],
+) -> None:
+    """The primary key is (tenant, chunk_id): 256 + 512 characters of 4-byte UTF-8 are over
+    PostgreSQL's 2,704-byte index row. The call is refused as the caller's, not retryable,
+    and never reported as PostgreSQL out of reach."""
+    store, _ = partitioned
+    wide = "".join(chr(0x20000 + (i * 7919) % 40000) for i in range(768))
+    record = chunk(wide[:512], vec(1), scope={"tenant": wide[512:]})
+    with pytest.raises(InvalidArguments, match="too large for PostgreSQL") as raised:
+        store.upsert_many([record], idempotency_key="wide", ctx=CTX)
+    assert not raised.value.retryable
+    assert store.health()["status"] == "ok"
