@@ -3,8 +3,9 @@
 ``ok`` names the durability in force (PostgreSQL's ``synchronous_commit``), as the SQLite
 stores name theirs. ``down`` when PostgreSQL cannot be reached, pgvector or the plane's
 tables are missing, or the plane's schema version is not the one this build knows;
-``degraded`` while it serves but needs an operator: the last write of this process failed
-for a reason other than a conflict, expired idempotency entries pile up. Infallible, and a
+``degraded`` while it serves but needs an operator: the database takes no writes (a
+standby), the last write of this process failed for a reason other than a conflict or a
+lock held elsewhere, expired idempotency entries pile up. Infallible, and a
 reason never holds a host, a user or a password.
 """
 
@@ -27,6 +28,15 @@ Conn = psycopg.Connection[Any]
 # database is up and this worker's connections are all busy (it serves, slower).
 HEALTH_WAIT = 1.0
 BUSY = "every PostgreSQL connection of this worker is in use: calls wait for one"
+READ_ONLY = (
+    "the database is read-only (a standby, or default_transaction_read_only): reads are "
+    "served, every write answers unavailable"
+)
+# health reads in a READ ONLY transaction, so it asks what a write's transaction would be
+_MODES = (
+    "SELECT current_setting('synchronous_commit'), "
+    "pg_is_in_recovery() OR current_setting('default_transaction_read_only') = 'on'"
+)
 
 
 def check_pg_health(
@@ -34,16 +44,16 @@ def check_pg_health(
     expired_backlog: Callable[[Conn], int],
     probe: Callable[[Conn], object] | None = None,
 ) -> dict[str, Any]:
-    def look(conn: Conn) -> tuple[int, int, str]:
+    def look(conn: Conn) -> tuple[int, int, str, bool]:
         if probe is not None:
             probe(conn)
-        row = conn.execute("SHOW synchronous_commit").fetchone()
-        mode = str(row[0]) if row else "on"
-        return current_version(conn, db.component), expired_backlog(conn), mode
+        row = conn.execute(_MODES).fetchone()
+        mode, read_only = (str(row[0]), bool(row[1])) if row else ("on", False)
+        return current_version(conn, db.component), expired_backlog(conn), mode, read_only
 
     wait = min(HEALTH_WAIT, db.settings.timeout)
     try:
-        version, backlog, mode = db.read(look, wait=wait)
+        version, backlog, mode, read_only = db.read(look, wait=wait)
     except Unavailable as exc:
         if isinstance(exc.__context__, PoolTimeout) and db.reachable(HEALTH_WAIT):
             return {"status": "degraded", "reason": BUSY}
@@ -52,6 +62,8 @@ def check_pg_health(
         return {"status": "down", "reason": "the plane's tables cannot be read"}
     if version != db.latest_version:
         return {"status": "down", "reason": "schema version is not the one this build knows"}
+    if read_only:
+        return {"status": "degraded", "reason": READ_ONLY}
     failure = db.last_write_failure
     if failure is not None:
         return {"status": "degraded", "reason": f"a write failed: {failure.reason}"}

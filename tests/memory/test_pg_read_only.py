@@ -23,6 +23,8 @@ def test_a_read_only_database_serves_reads_and_refuses_writes_as_unavailable() -
     read_only = url.replace("options=", "options=-cdefault_transaction_read_only%3Don%20")
     store = cast(PgMemoryStore, open_memory(read_only, embedding_dim=DIM))
     try:
+        health = store.health()  # before any write was tried: read-only is known
+        assert health["status"] == "degraded" and "read-only" in health["reason"]
         assert [h["chunk_id"] for h in store.search(vec(1), top_k=1)] == ["c1"]
         record = store.get("c1")
         assert record is not None and record["revision"] == 1
