@@ -115,7 +115,11 @@ def test_the_log_line_of_a_401_is_unchanged(default_server: Server) -> None:
     response = post(default_server.url, "/bifrost/memory-call", envelope("health", {}), None)
     assert response.status_code == 401
     request_id = response.headers["x-request-id"]
-    lines = [x for x in default_server.log_lines() if x.get("request_id") == request_id]
+    lines = [
+        x
+        for x in default_server.log_lines()
+        if x.get("request_id") == request_id and x["event"] == "bifrost.call"
+    ]
     assert [(x["outcome"], x["status"]) for x in lines] == [("auth.missing_token", 401)]
     assert KEY not in default_server.output()
 
