@@ -104,9 +104,10 @@ def _picked(plane: str, value: str) -> tuple[str, str]:
 
 def _subject(form: FormData) -> dict[str, str]:
     """The scope values as given, not stripped: `` bob`` is another subject than ``bob``
-    (as for ``admin erase --scope``); a blank field names no axis."""
+    and ``" "`` is a value a writer may have stored (as for ``admin erase --scope``); only
+    an empty field names no axis (a scope value is never empty)."""
     scope = {axis: str(form.get(axis, "")) for axis in AXES}
-    scope = {axis: value for axis, value in scope.items() if value.strip()}
+    scope = {axis: value for axis, value in scope.items() if value != ""}
     if not scope:
         raise Refused("refusing an empty subject: give at least one scope value")
     return scope

@@ -89,3 +89,37 @@ def test_a_node_whose_value_is_blank_or_empty_can_be_forgotten(
     confirm(page, phrase, "Forget 1 record(s)")
     expect(page.locator('[data-removed="memory.chunk"]')).to_have_text("1")
     assert left(blank_files) == EVERYTHING - {gone}
+
+
+def count_erase(page: Page) -> None:
+    page.get_by_role("button", name="Count what would be erased").click()
+    page.locator("#action-result [data-count]").first.wait_for()
+
+
+def test_erasing_from_a_node_whose_value_is_blank_erases_that_subject_only(
+    page: Page, blanks: ConsoleProcess, blank_files: Files
+) -> None:
+    page.goto(blanks.url)
+    page.goto(f"{blanks.base}/tree/memory?at=tenant%3Dblanky&at=end_user%3D%20")
+    with page.expect_navigation():
+        page.get_by_role("link", name="Erase this subject from both planes…").click()
+    assert page.locator("#subject-end_user").input_value() == " "
+    count_erase(page)
+    expect(page.locator('[data-count="memory.chunk"]')).to_have_text("1")
+    expect(page.locator('[data-count="affect.state"]')).to_have_text("1")
+    confirm(page, '" "', "Erase 2 record(s)")
+    assert left(blank_files) == EVERYTHING - {"b-blank", "s-blank"}
+
+
+def test_a_subject_of_one_blank_value_alone_can_be_erased(
+    page: Page, blanks: ConsoleProcess, blank_files: Files
+) -> None:
+    """As ``admin erase --scope "end_user= "``: a blank is a value, only an empty field is
+    no axis."""
+    page.goto(blanks.url)
+    page.goto(f"{blanks.base}/erase")
+    page.get_by_label("end_user").fill(" ")
+    count_erase(page)
+    expect(page.locator('[data-count="memory.chunk"]')).to_have_text("1")
+    confirm(page, '" "', "Erase 2 record(s)")
+    assert left(blank_files) == EVERYTHING - {"b-blank", "s-blank"}
