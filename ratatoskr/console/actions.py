@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from markupsafe import Markup
 from starlette.datastructures import FormData
 from starlette.requests import Request
 from starlette.responses import Response
@@ -71,10 +72,11 @@ class Target:
         return str(len(self.ids)) if self.ids else values.shown(self.path[-1][1])
 
     @property
-    def title(self) -> str:
+    def title(self) -> Markup:
+        """What is removed, its values written as the tree writes them."""
         if self.ids:
-            return f"{len(self.ids):,} selected {self.plane} record(s)"
-        return f"{self.plane} node {' '.join(f'{f}={v}' for f, v in self.path)}"
+            return Markup("{:,} selected {} record(s)").format(len(self.ids), self.plane)
+        return Markup("{} node {}").format(self.plane, values.pairs_html(self.path))
 
     def counts(self, stores: Stores, *, dry_run: bool) -> dict[str, int]:
         store = stores.get(self.plane)
@@ -206,7 +208,9 @@ def _erase_context(scope: dict[str, str], report: dict[str, Any]) -> dict[str, A
     return {
         "action": "/erase",
         "what": "erase",
-        "title": "subject " + " ".join(f"{a}={v}" for a, v in scope.items()) + " from both planes",
+        "title": Markup("subject {} from both planes").format(
+            values.pairs_html(list(scope.items()))
+        ),
         "planes": planes,
         "phrase": _subject_phrase(scope),
         "phrase_hint": "the subject's value",

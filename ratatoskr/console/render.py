@@ -13,6 +13,7 @@ import jinja2
 import orjson
 from starlette.responses import HTMLResponse
 
+from ratatoskr.console import values
 from ratatoskr.console.tree import href as tree_href
 from ratatoskr.core.scope import AXES
 
@@ -63,6 +64,9 @@ def shown_record(record: dict[str, Any]) -> str:
 _ENV.filters["size"] = size
 _ENV.filters["num"] = lambda n: f"{n:,}"
 _ENV.filters["pairs"] = pairs_text
+_ENV.filters["v"] = values.html
+_ENV.filters["vpairs"] = values.pairs_html
+_ENV.filters["shown_value"] = values.shown
 _ENV.filters["shown"] = shown_record
 _ENV.globals["AXES"] = AXES
 _ENV.globals["tree_href"] = tree_href

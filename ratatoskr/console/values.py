@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import unicodedata
 
+from markupsafe import Markup
+
 # control, format (the bidi overrides, zero-width characters), separators other than the
 # plain space, private use, surrogates and unassigned: none of them draws as itself
 _INVISIBLE = frozenset({"Cc", "Cf", "Co", "Cs", "Cn", "Zl", "Zp", "Zs"})
@@ -48,3 +50,15 @@ def shown(value: str) -> str:
     if is_plain(value):
         return value
     return '"' + "".join(_escaped(c) for c in value) + '"'
+
+
+def html(value: str, css: str = "value") -> Markup:
+    """``shown`` in a ``<bdi>``, so right-to-left text cannot reorder what is around it."""
+    return Markup('<bdi class="{}">{}</bdi>').format(css, shown(value))
+
+
+def pairs_html(pairs: list[tuple[str, str]]) -> Markup:
+    """``facet=value`` pairs, each value written by ``html``; ``everything`` for none."""
+    if not pairs:
+        return Markup("everything")
+    return Markup(" ").join(Markup("{}={}").format(f, html(v)) for f, v in pairs)
