@@ -18,7 +18,7 @@ from starlette.datastructures import FormData
 from starlette.requests import Request
 from starlette.responses import Response
 
-from ratatoskr.console import audit, values
+from ratatoskr.console import audit, planes, values
 from ratatoskr.console import tree as tree_view
 from ratatoskr.console.render import page
 from ratatoskr.console.state import Console, Refused, read_form
@@ -26,7 +26,7 @@ from ratatoskr.core.filters import KINDS, PLANES
 from ratatoskr.core.scope import AXES
 from ratatoskr.ops import forget as forget_ops
 from ratatoskr.ops import listing
-from ratatoskr.ops.stores import Stores
+from ratatoskr.ops.stores import PlaneStore, Stores
 
 Handler = Callable[[Console, Request], Awaitable[Response]]
 
@@ -78,8 +78,7 @@ class Target:
             return Markup("{:,} selected {} record(s)").format(len(self.ids), self.plane)
         return Markup("{} node {}").format(self.plane, values.pairs_html(self.path))
 
-    def counts(self, stores: Stores, *, dry_run: bool) -> dict[str, int]:
-        store = stores.get(self.plane)
+    def counts(self, store: PlaneStore, *, dry_run: bool) -> dict[str, int]:
         if self.ids:
             counts: dict[str, int] = {}
             for kind in KINDS[self.plane]:  # one removal per kind ticked
@@ -94,6 +93,14 @@ class Target:
         """Where the counts are seen again: the node the records were ticked on, or a
         forgotten node's parent (the node is gone)."""
         return tree_view.href(self.plane, self.path if self.ids else self.path[:-1])
+
+
+async def _counts(console: Console, target: Target, *, dry_run: bool) -> dict[str, int]:
+    """The target's counts, removed unless ``dry_run``, on its plane as the console opens it
+    (a plane that is down answers 503)."""
+    return await console.run(
+        lambda s: target.counts(console.store(s, target.plane), dry_run=dry_run)
+    )
 
 
 def _picked(plane: str, value: str) -> tuple[str, str]:
@@ -132,7 +139,7 @@ async def open_record(console: Console, request: Request) -> Response:
     record_id = str(form.get("id", ""))
     if not record_id:
         raise Refused("open needs a record id")
-    hits = await console.run(lambda s: listing.get_records(s.get(plane), [record_id]))
+    hits = await console.run(lambda s: listing.get_records(console.store(s, plane), [record_id]))
     audit.record_opened(
         actor=console.operator,
         client=_client(request),
@@ -153,7 +160,7 @@ def _confirm_page(
 
 async def forget_preview(console: Console, request: Request) -> Response:
     target = Target.read(await read_form(request))
-    counts = await console.run(lambda s: target.counts(s, dry_run=True))
+    counts = await _counts(console, target, dry_run=True)
     return _confirm_page(console, request, _forget_context(target, counts))
 
 
@@ -177,11 +184,11 @@ async def forget(console: Console, request: Request) -> Response:
     form = await read_form(request)
     target = Target.read(form)
     if not _confirmed(form, target.phrase):
-        counts = await console.run(lambda s: target.counts(s, dry_run=True))
+        counts = await _counts(console, target, dry_run=True)
         context = _forget_context(target, counts)
         context["error"] = f"nothing removed: type {target.phrase} exactly to confirm"
         return _confirm_page(console, request, context, 400)
-    counts = await console.run(lambda s: target.counts(s, dry_run=False))
+    counts = await _counts(console, target, dry_run=False)
     audit.removed(
         actor=console.operator,
         client=_client(request),
@@ -220,9 +227,18 @@ def _erase_context(scope: dict[str, str], report: dict[str, Any]) -> dict[str, A
     }
 
 
+def _erase(
+    console: Console, stores: Stores, scope: dict[str, str], *, dry_run: bool
+) -> dict[str, Any]:
+    """``admin erase``, once every plane the console serves opens (a plane down answers
+    503 before anything is counted or removed)."""
+    planes.require_all(stores, console.known)
+    return forget_ops.erase(stores, scope, dry_run=dry_run)
+
+
 async def erase_preview(console: Console, request: Request) -> Response:
     scope = _subject(await read_form(request))
-    report = await console.run(lambda s: forget_ops.erase(s, scope, dry_run=True))
+    report = await console.run(lambda s: _erase(console, s, scope, dry_run=True))
     return _confirm_page(console, request, _erase_context(scope, report))
 
 
@@ -231,11 +247,11 @@ async def erase(console: Console, request: Request) -> Response:
     scope = _subject(form)
     phrase = _subject_phrase(scope)
     if not _confirmed(form, phrase):
-        report = await console.run(lambda s: forget_ops.erase(s, scope, dry_run=True))
+        report = await console.run(lambda s: _erase(console, s, scope, dry_run=True))
         context = _erase_context(scope, report)
         context["error"] = f"nothing removed: type {phrase} exactly to confirm"
         return _confirm_page(console, request, context, 400)
-    report = await console.run(lambda s: forget_ops.erase(s, scope, dry_run=False))
+    report = await console.run(lambda s: _erase(console, s, scope, dry_run=False))
     audit.removed(
         actor=console.operator, client=_client(request), what="erase", counts=report["planes"]
     )

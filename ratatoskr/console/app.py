@@ -17,6 +17,7 @@ from starlette.routing import Route
 
 from ratatoskr.console import actions, pages
 from ratatoskr.console.auth import Guard, Secret
+from ratatoskr.console.planes import Absent, PlaneDown, found_at_start
 from ratatoskr.console.render import page, static_files
 from ratatoskr.console.state import Console, Refused
 from ratatoskr.core.errors import BifrostError, Unavailable
@@ -41,35 +42,33 @@ HANDLERS = {**pages.HANDLERS, **actions.HANDLERS}
 def _route(console: Console, method: str, path: str, name: str) -> Route:
     handler = HANDLERS[name]
 
+    def error(request: Request, title: str, message: str, status: int) -> Response:
+        return page(
+            "error_fragment.html" if method == "POST" else "error.html",
+            console.context(request, message=message, title=title),
+            status,
+        )
+
     async def endpoint(request: Request) -> Response:
         try:
             return await handler(console, request)
+        except PlaneDown as exc:
+            # a plane the console serves cannot be read now (its file gone or damaged, its
+            # database unreachable): the reason, and worth retrying
+            return error(request, "Store unavailable", str(exc), 503)
+        except Absent as exc:
+            return error(request, "Refused", str(exc), 404)
         except Unavailable as exc:
             # the store cannot be reached now (PostgreSQL down, a lock held too long): not the
             # operator's input, and worth retrying
-            return page(
-                "error_fragment.html" if method == "POST" else "error.html",
-                console.context(request, message=str(exc), title="Store unavailable"),
-                503,
-            )
+            return error(request, "Store unavailable", str(exc), 503)
         except (ValueError, BifrostError, Refused) as exc:
             status = exc.status if isinstance(exc, Refused) else 400
-            return page(
-                "error_fragment.html" if method == "POST" else "error.html",
-                console.context(request, message=str(exc), title="Refused"),
-                status,
-            )
+            return error(request, "Refused", str(exc), status)
         except (SchemaError, apsw.Error, OSError) as exc:
             # the type only: an SQLite message can quote a statement, and a path is not needed
-            return page(
-                "error_fragment.html" if method == "POST" else "error.html",
-                console.context(
-                    request,
-                    message=f"the database could not be read ({type(exc).__name__})",
-                    title="Database error",
-                ),
-                500,
-            )
+            message = f"the database could not be read ({type(exc).__name__})"
+            return error(request, "Database error", message, 500)
 
     return Route(path, endpoint, methods=[method], name=name)
 
@@ -77,7 +76,7 @@ def _route(console: Console, method: str, path: str, name: str) -> Route:
 def create_console_app(
     stores: Stores, secret: Secret, *, operator: str, hosts: frozenset[str] | None = None
 ) -> Starlette:
-    console = Console(stores, secret, operator)
+    console = Console(stores, secret, operator, found_at_start(stores))
     files = static_files()
 
     async def static(request: Request) -> Response:

@@ -11,7 +11,9 @@ from urllib.parse import urlencode
 from starlette.requests import Request
 from starlette.responses import Response
 
+from ratatoskr.console import planes
 from ratatoskr.console import tree as tree_view
+from ratatoskr.console.planes import Absent, PlaneDown
 from ratatoskr.console.render import page
 from ratatoskr.console.state import Console, Refused
 from ratatoskr.core.filters import PLANES
@@ -46,16 +48,18 @@ async def overview(console: Console, request: Request) -> Response:
         health: dict[str, dict[str, Any]] = {}
         for plane in PLANES:
             try:
-                if not stores.exists(plane):
-                    continue
-                health[plane] = stores.get(plane).health()
+                health[plane] = console.store(stores, plane).health()
+            except Absent:
+                continue
+            except PlaneDown as exc:
+                health[plane] = {"status": "down", "reason": exc.reason}
             except STORE_ERRORS as exc:
                 # a plane that cannot be reached is down, with the reason; the other still shows
                 health[plane] = {"status": "down", "reason": str(exc)}
             present.append(plane)
         # each part on its own: a plane that cannot be reached leaves out its stats alone
         stats: dict[str, Any] = {"planes": {}, "jti": []}
-        for plane in present:
+        for plane in (p for p in present if health[p].get("status") != "down"):
             with contextlib.suppress(*STORE_ERRORS):
                 stats["planes"][plane] = maintenance.plane_stats(stores, plane)
         with contextlib.suppress(*STORE_ERRORS):
@@ -83,9 +87,7 @@ async def tree(console: Console, request: Request) -> Response:
     cursor = request.query_params.get("cursor") or None
 
     def work(stores: Stores) -> dict[str, Any]:
-        if not stores.exists(plane):
-            raise Refused(f"no {plane} database at {stores.paths.shown(plane)}", 404)
-        store = stores.get(plane)
+        store = console.store(stores, plane)
         drawn = tree_view.build(store, plane, path, by=by, limit=limit)
         flt = tree_view.filter_of(plane, path)
         records = listing.list_records(store, plane, flt, limit=size, cursor=cursor)
@@ -125,9 +127,7 @@ async def erase_form(console: Console, request: Request) -> Response:
 
 async def check(console: Console, request: Request) -> Response:
     def work(stores: Stores) -> dict[str, Any]:
-        if not stores.present():
-            raise Refused("no plane database found", 404)
-        return maintenance.check(stores)
+        return planes.check(stores, console.known)
 
     report = await console.run(work)
     return page(

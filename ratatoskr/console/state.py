@@ -12,8 +12,9 @@ from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import FormData, UploadFile
 from starlette.requests import Request
 
+from ratatoskr.console import planes
 from ratatoskr.console.auth import Secret
-from ratatoskr.ops.stores import Stores
+from ratatoskr.ops.stores import PlaneStore, Stores
 
 T = TypeVar("T")
 
@@ -25,6 +26,7 @@ class Console:
     stores: Stores
     secret: Secret
     operator: str
+    known: frozenset[str] = frozenset()  # the planes there at start: gone now means down
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     async def run(self, work: Callable[[Stores], T]) -> T:
@@ -33,6 +35,10 @@ class Console:
                 return work(self.stores)
 
         return await run_in_threadpool(locked)
+
+    def store(self, stores: Stores, plane: str) -> PlaneStore:
+        """The plane's store, or why not (``planes.PlaneDown``: 503; ``planes.Absent``: 404)."""
+        return planes.open_plane(stores, self.known, plane)
 
     def context(self, request: Request, **extra: Any) -> dict[str, Any]:
         base = {"csrf": self.secret.csrf, "operator": self.operator, "section": None, "title": ""}
