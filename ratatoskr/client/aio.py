@@ -54,11 +54,11 @@ class AsyncClient(ClientBase):
         timeout = self.timeout
         self.http = http
         self.transport: AsyncTransport = (
-            AsyncHttpxTransport(http, self.base_url)
+            AsyncHttpxTransport(http, self.base_url, timeout)
             if http is not None
             else AsyncHttp11Pool(self.base_url, timeout)
             if self.base_url.startswith("http://")
-            else AsyncHttpxTransport(httpx.AsyncClient(timeout=timeout), self.base_url)
+            else AsyncHttpxTransport(httpx.AsyncClient(timeout=timeout), self.base_url, timeout)
         )
         self._owns_transport = http is None
         self._closed = False

@@ -1,31 +1,206 @@
 """An httpx client behind the pools' ``post``: for an ``https://`` server, or the caller's
-own (``http=``: TLS settings, proxies, event hooks)."""
+own (``http=``: TLS settings, proxies, event hooks).
+
+The client's ``timeout`` bounds each exchange as a whole here too, whatever timeouts the
+httpx client was made with: httpx's own are per phase and per read, so an answer dripped a
+byte at a time would hold a call for as long as it drips. Each request carries timeouts
+that are the time left until the exchange's deadline, read as httpx starts each phase
+(waiting for a pooled connection, connecting, sending, waiting for the answer), so a
+silent server is cut at the deadline. For asyncio the exchange runs under
+``asyncio.timeout``. The blocking client shuts the connection's socket down at the deadline
+(``_Deadline``), which ends a read under way; httpx shows that socket when it makes a new
+connection, and for a kept-alive one only once the answer's head is in (but see
+``HttpxTransport``'s ``own``): a head itself dripped on a kept-alive connection of a
+caller's httpx client, or of the client's own with other calls under way, runs on, each
+read bounded by the time left when the head was first awaited, and its body is cut as soon
+as the head is in. A timeout raises
+``TimeoutError``; any other failure the socket's own error (a ``ConnectionRefusedError``,
+an ``ssl.SSLError``), each with httpx's exception as its cause.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import socket
+import threading
+import time
 from collections.abc import Mapping
+from typing import Any
 
 import httpx
 
+TOO_LONG = "the answer took longer than the timeout"
+
+
+class TimeLeft(dict[str, float | None]):
+    """httpx's per-request timeouts, each the time left until ``deadline`` when httpx (its
+    transport, httpcore) asks for it, at the start of a phase."""
+
+    def __init__(self, deadline: float) -> None:
+        super().__init__(connect=None, read=None, write=None, pool=None)
+        self.deadline = deadline
+
+    def left(self) -> float:
+        return max(0.001, self.deadline - time.monotonic())
+
+    def get(self, key: str, default: Any = None) -> float | None:  # type: ignore[override]
+        return self.left() if key in self else default
+
+    def __getitem__(self, key: str) -> float | None:
+        super().__getitem__(key)  # a KeyError for any other key
+        return self.left()
+
+
+def socket_error(exc: httpx.TransportError) -> OSError:
+    """The error to report for ``exc``: a ``TimeoutError`` for httpx's timeouts, else a
+    copy of the socket's own error that caused it (``OSError`` naming httpx's class when
+    there is none)."""
+    if isinstance(exc, httpx.TimeoutException):
+        return TimeoutError(TOO_LONG)
+    seen: set[int] = set()
+    inner: BaseException | None = exc
+    while inner is not None and id(inner) not in seen:
+        seen.add(id(inner))
+        if isinstance(inner, OSError):
+            with contextlib.suppress(Exception):
+                copy = type(inner)(*inner.args)
+                return copy
+        inner = inner.__cause__ or inner.__context__
+    return OSError(type(exc).__name__)
+
+
+class _Deadline:
+    """Shuts an exchange's socket down at its deadline unless the exchange ended first: a
+    read under way then ends at once, in the caller's thread (the socket is only shut
+    down, never closed here: httpx closes the broken connection itself). The socket is
+    learnt from httpx's trace of a new connection, else from the answer once its head is
+    in; the deadline passed before that, it is shut down as soon as it is learnt."""
+
+    def __init__(self, deadline: float, kept: socket.socket | None = None) -> None:
+        self.lock = threading.Lock()
+        self.sock: socket.socket | None = None
+        self.kept = kept  # the one kept-alive connection this exchange can be sent on
+        self.finished = False
+        self.fired = False
+        self.timer = threading.Timer(max(0.0, deadline - time.monotonic()), self._fire)
+        self.timer.daemon = True
+        self.timer.start()
+
+    def trace(self, event: str, info: dict[str, Any]) -> None:
+        """httpcore's ``trace`` extension: a new connection's stream, once it is made."""
+        if event in ("connection.connect_tcp.complete", "connection.start_tls.complete"):
+            self.learn(info.get("return_value"))
+        elif event == "http11.send_request_headers.started" and self.sock is None and self.kept:
+            self._learn(self.kept)  # no new connection was made: the kept-alive one
+
+    def learn(self, stream: Any) -> None:
+        get_info = getattr(stream, "get_extra_info", None)
+        sock = get_info("socket") if get_info is not None else None
+        if isinstance(sock, socket.socket):
+            self._learn(sock)
+
+    def _learn(self, sock: socket.socket) -> None:
+        with self.lock:
+            self.sock = sock
+            if self.fired and not self.finished:
+                self._shut()
+
+    def _fire(self) -> None:
+        with self.lock:
+            if not self.finished:
+                self.fired = True
+                self._shut()
+
+    def _shut(self) -> None:
+        if self.sock is not None:
+            with contextlib.suppress(OSError):  # the plain socket's, not TLS's, shutdown
+                socket.socket.shutdown(self.sock, socket.SHUT_RDWR)
+
+    def finish(self) -> None:
+        """After this the socket is left alone (its connection may go back to the pool)."""
+        with self.lock:
+            self.finished = True
+        self.timer.cancel()
+
 
 class HttpxTransport:
-    """An ``httpx.Client`` of the caller's behind the pools' ``post``: requests go to the
-    client's URL, whatever ``base_url`` the httpx client has."""
+    """An ``httpx.Client`` behind the pools' ``post``: requests go to the client's URL,
+    whatever ``base_url`` the httpx client has, bounded by ``timeout``.
 
-    def __init__(self, http: httpx.Client, base_url: str) -> None:
+    ``own``: the client made the httpx client and nothing else sends on it, so the sockets
+    of the answers it read are the pool's kept-alive connections: with one of them and no
+    other call under way, a call that opens no connection is sent on that one, and its
+    deadline can cut it before the answer's head is in. (On a caller's httpx client that
+    guess could name a connection another of its requests is using: not made there.)"""
+
+    def __init__(
+        self, http: httpx.Client, base_url: str, timeout: float, *, own: bool = False
+    ) -> None:
         self.http = http
         self.base_url = base_url.rstrip("/")
+        self.timeout = timeout
+        self.own = own
+        self.lock = threading.Lock()
+        self.under_way = 0
+        self.kept_alive: set[socket.socket] = set()
+
+    def _start(self) -> socket.socket | None:
+        """A call begins: the connection it will be sent on, if no new one is made and that
+        can be known."""
+        if not self.own:
+            return None
+        with self.lock:
+            self.kept_alive = {s for s in self.kept_alive if s.fileno() != -1}
+            alone = self.under_way == 0 and len(self.kept_alive) == 1
+            self.under_way += 1
+            return next(iter(self.kept_alive)) if alone else None
+
+    def _end(self, cut: _Deadline, answered: bool) -> None:
+        if not self.own:
+            return
+        with self.lock:
+            self.under_way -= 1
+            if cut.sock is not None:
+                if answered and cut.sock.fileno() != -1:
+                    self.kept_alive.add(cut.sock)
+                else:
+                    self.kept_alive.discard(cut.sock)
 
     @property
     def closed(self) -> bool:
         return self.http.is_closed
 
     def post(self, path: str, body: bytes, headers: Mapping[str, str]) -> tuple[int, bytes]:
+        deadline = time.monotonic() + self.timeout
+        cut = _Deadline(deadline, self._start())
+        answered = False
         try:
-            response = self.http.post(self.base_url + path, content=body, headers=dict(headers))
+            request = self.http.build_request(
+                "POST",
+                self.base_url + path,
+                content=body,
+                headers=dict(headers),
+                extensions={"timeout": TimeLeft(deadline), "trace": cut.trace},
+            )
+            response = self.http.send(request, stream=True)
+            try:
+                cut.learn(response.extensions.get("network_stream"))
+                chunks = list(response.iter_bytes())
+                cut.finish()
+            finally:
+                response.close()
+            answered = not cut.fired
         except httpx.TransportError as exc:
-            raise OSError(type(exc).__name__) from exc
-        return response.status_code, response.content
+            if cut.fired or time.monotonic() >= deadline:
+                raise TimeoutError(TOO_LONG) from exc
+            raise socket_error(exc) from exc
+        finally:
+            cut.finish()
+            self._end(cut, answered)
+        if not answered:  # an answer whole at the deadline's instant: late all the same
+            raise TimeoutError(TOO_LONG)
+        return response.status_code, b"".join(chunks)
 
     def close(self) -> None:
         self.http.close()
@@ -33,24 +208,38 @@ class HttpxTransport:
 
 class AsyncHttpxTransport:
     """An ``httpx.AsyncClient`` of the caller's behind the pools' ``post`` (as
-    ``HttpxTransport``)."""
+    ``HttpxTransport``), the exchange under ``asyncio.timeout``."""
 
-    def __init__(self, http: httpx.AsyncClient, base_url: str) -> None:
+    def __init__(self, http: httpx.AsyncClient, base_url: str, timeout: float) -> None:
         self.http = http
         self.base_url = base_url.rstrip("/")
+        self.timeout = timeout
 
     @property
     def closed(self) -> bool:
         return self.http.is_closed
 
     async def post(self, path: str, body: bytes, headers: Mapping[str, str]) -> tuple[int, bytes]:
+        deadline = time.monotonic() + self.timeout
         try:
-            response = await self.http.post(
-                self.base_url + path, content=body, headers=dict(headers)
-            )
+            async with asyncio.timeout(self.timeout):
+                request = self.http.build_request(
+                    "POST",
+                    self.base_url + path,
+                    content=body,
+                    headers=dict(headers),
+                    extensions={"timeout": TimeLeft(deadline)},
+                )
+                response = await self.http.send(request, stream=True)
+                try:
+                    content = await response.aread()
+                finally:
+                    await response.aclose()
+        except TimeoutError as exc:
+            raise TimeoutError(TOO_LONG) from exc
         except httpx.TransportError as exc:
-            raise OSError(type(exc).__name__) from exc
-        return response.status_code, response.content
+            raise socket_error(exc) from exc
+        return response.status_code, content
 
     async def aclose(self) -> None:
         await self.http.aclose()

@@ -63,11 +63,11 @@ class Client(ClientBase):
         timeout = self.timeout
         self.http = http
         self.transport: Transport = (
-            HttpxTransport(http, self.base_url)
+            HttpxTransport(http, self.base_url, timeout)
             if http is not None
             else Http11Pool(self.base_url, timeout)
             if self.base_url.startswith("http://")
-            else HttpxTransport(httpx.Client(timeout=timeout), self.base_url)
+            else HttpxTransport(httpx.Client(timeout=timeout), self.base_url, timeout, own=True)
         )
         self._owns_transport = http is None
         self._closed = False
