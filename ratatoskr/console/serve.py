@@ -67,7 +67,10 @@ def serve(
 ) -> int:
     """Serve until Ctrl-C (or SIGTERM); 0 on that stop."""
     warning = check_host(host, allow_remote=allow_remote)
-    if not stores.present():
+    # a database that cannot be reached now is a plane down, not a reason to refuse the
+    # start: that is when the operator needs the console's view of the other plane
+    unreachable: dict[str, str] = {}
+    if not stores.present(unreachable=unreachable):
         paths = ", ".join(stores.paths.shown(p) for p in ("memory", "affect"))
         raise ValueError(f"no database found at {paths} (see --memory-db, --affect-db)")
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
@@ -91,6 +94,8 @@ def serve(
     shown = f"[{host.strip('[]')}]" if ":" in host else host
     if warning is not None:
         print(warning, file=sys.stderr, flush=True)
+    for plane, reason in unreachable.items():
+        print(f"warning: the {plane} plane is down: {reason}", file=sys.stderr, flush=True)
     print(
         f"ratatoskr console for {who}: http://{shown}:{bound}/?{TOKEN_PARAM}={secret.value}\n"
         "open it in a browser on this machine; Ctrl-C stops the console",

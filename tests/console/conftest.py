@@ -114,9 +114,9 @@ def fill(root: Path) -> Files:
 
 class ConsoleProcess:
     """``python -m ratatoskr admin ui --port 0`` in the files' directory (so on its default
-    ``./data`` paths), its stdout and stderr in files."""
+    ``./data`` paths, unless ``args`` names others), its stdout and stderr in files."""
 
-    def __init__(self, root: Path, files: Files) -> None:
+    def __init__(self, root: Path, files: Files, args: tuple[str, ...] = ()) -> None:
         self.stdout_path = root / "console.stdout"
         self.stderr_path = root / "console.stderr"
         env = clean_env({})
@@ -132,6 +132,7 @@ class ConsoleProcess:
                     "0",
                     "--operator",
                     OPERATOR,
+                    *args,
                 ],
                 stdout=out,
                 stderr=err,
@@ -178,9 +179,10 @@ def files(tmp_path: Path) -> Files:
     return fill(tmp_path)
 
 
-def console_on(root: Path, files: Files) -> Iterator[ConsoleProcess]:
-    """A console process on ``files`` for a fixture to yield from; it must stop cleanly."""
-    process = ConsoleProcess(root, files)
+def console_on(root: Path, files: Files, args: tuple[str, ...] = ()) -> Iterator[ConsoleProcess]:
+    """A console process on ``files`` (or the planes ``args`` names) for a fixture to yield
+    from; it must stop cleanly."""
+    process = ConsoleProcess(root, files, args)
     yield process
     assert process.stop() == 0, process.stderr_path.read_text()
 

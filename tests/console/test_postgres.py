@@ -5,8 +5,10 @@ password."""
 from __future__ import annotations
 
 import socket
+from pathlib import Path
 
 import pytest
+from playwright.sync_api import Page
 from starlette.testclient import TestClient
 
 from ratatoskr.cli import main
@@ -15,7 +17,7 @@ from ratatoskr.console.auth import Secret
 from ratatoskr.ops.locations import open_memory
 from ratatoskr.ops.stores import Paths, Stores
 from tests.backends import postgres_schema
-from tests.console.conftest import CTX, DIM, Files
+from tests.console.conftest import CTX, DIM, ConsoleProcess, Files
 
 PASSWORD = "Pw-QZXV-console"
 
@@ -94,3 +96,33 @@ def test_a_plane_that_cannot_be_reached_is_shown_down(files: Files) -> None:
                 assert PASSWORD not in answer.text and "postgres:***@" in answer.text
     finally:
         stores.close()
+
+
+def test_the_console_starts_when_a_database_cannot_be_reached(
+    tmp_path: Path, memory_url: str, page: Page
+) -> None:
+    """The memory plane on a real PostgreSQL, the affect plane on a server that is not
+    there: the console starts, shows affect down with the reason and memory whole, and
+    affect's pages answer 503."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]  # nothing listens there once closed
+    nowhere = f"postgresql://postgres:{PASSWORD}@127.0.0.1:{port}/nowhere"
+    files = Files.under(tmp_path)
+    args = ("--memory-db", memory_url, "--affect-db", nowhere)
+    console = ConsoleProcess(tmp_path, files, args)
+    try:
+        assert "warning: the affect plane is down" in console.stderr_path.read_text()
+        page.goto(console.url)
+        overview = page.content()
+        assert "health: <strong>ok</strong>" in overview and "chunk records" in overview
+        assert "health: <strong>down</strong> — store unavailable" in overview
+        memory = page.goto(f"{console.base}/tree/memory?at=tenant%3Dacme")
+        assert memory is not None and memory.status == 200
+        assert page.locator("table.records td.id").all_inner_texts() == ["c-0", "c-1", "c-2"]
+        affect = page.goto(f"{console.base}/tree/affect")
+        assert affect is not None and affect.status == 503
+        assert "cannot be reached" in page.content() and PASSWORD not in page.content()
+        assert PASSWORD not in console.stdout() + console.stderr_path.read_text()
+    finally:
+        assert console.stop() == 0, console.stderr_path.read_text()
