@@ -10,7 +10,6 @@ the page.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import Any
 
 from markupsafe import Markup
@@ -19,14 +18,13 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from ratatoskr.console import audit, planes, values
-from ratatoskr.console import tree as tree_view
 from ratatoskr.console.render import page
 from ratatoskr.console.state import Console, Refused, read_form
-from ratatoskr.core.filters import KINDS, PLANES
+from ratatoskr.console.targets import Counted, Target, plane_of
 from ratatoskr.core.scope import AXES
 from ratatoskr.ops import forget as forget_ops
 from ratatoskr.ops import listing
-from ratatoskr.ops.stores import PlaneStore, Stores
+from ratatoskr.ops.stores import Stores
 
 Handler = Callable[[Console, Request], Awaitable[Response]]
 
@@ -35,80 +33,12 @@ def _client(request: Request) -> str:
     return request.client.host if request.client is not None else "unknown"
 
 
-def _plane(value: object) -> str:
-    if value not in PLANES:
-        raise Refused(f"the plane must be one of {', '.join(PLANES)}")
-    return str(value)
-
-
-@dataclass(frozen=True)
-class Target:
-    """What a forget removes: a node of one plane (its path) or a selection of its records,
-    each a kind and an id (an affect state and an event may share an id: ticking one
-    removes that one)."""
-
-    plane: str
-    path: list[tuple[str, str]]
-    ids: list[tuple[str, str]]
-
-    @classmethod
-    def read(cls, form: FormData) -> Target:
-        plane = _plane(form.get("plane"))
-        path = tree_view.parse_path(plane, [str(v) for v in form.getlist("at")])
-        if form.get("mode") == "ids":  # the node they were ticked on: only to return to
-            picked = dict.fromkeys(_picked(plane, str(v)) for v in form.getlist("id") if str(v))
-            if not picked:
-                raise Refused("select at least one record first")
-            return cls(plane, path, list(picked))
-        if not path:
-            raise Refused("refusing an empty filter: pick a node below the plane, or records")
-        return cls(plane, path, [])
-
-    @property
-    def phrase(self) -> str:
-        """The node's value as the page writes it (``" "`` for a blank one, ``""`` for the
-        empty origin), so every value has a phrase that can be typed; the target comes
-        from the form's other fields, never from the phrase."""
-        return str(len(self.ids)) if self.ids else values.shown(self.path[-1][1])
-
-    @property
-    def title(self) -> Markup:
-        """What is removed, its values written as the tree writes them."""
-        if self.ids:
-            return Markup("{:,} selected {} record(s)").format(len(self.ids), self.plane)
-        return Markup("{} node {}").format(self.plane, values.pairs_html(self.path))
-
-    def counts(self, store: PlaneStore, *, dry_run: bool) -> dict[str, int]:
-        if self.ids:
-            counts: dict[str, int] = {}
-            for kind in KINDS[self.plane]:  # one removal per kind ticked
-                ids = [i for k, i in self.ids if k == kind]
-                if ids:
-                    counts |= forget_ops.forget(store, ids=ids, kind=kind, dry_run=dry_run)
-            return counts
-        flt = tree_view.filter_of(self.plane, self.path)
-        return forget_ops.forget(store, flt=flt, dry_run=dry_run)
-
-    def after_href(self) -> str:
-        """Where the counts are seen again: the node the records were ticked on, or a
-        forgotten node's parent (the node is gone)."""
-        return tree_view.href(self.plane, self.path if self.ids else self.path[:-1])
-
-
-async def _counts(console: Console, target: Target, *, dry_run: bool) -> dict[str, int]:
+async def _counts(console: Console, target: Target, *, dry_run: bool) -> Counted:
     """The target's counts, removed unless ``dry_run``, on its plane as the console opens it
     (a plane that is down answers 503)."""
     return await console.run(
         lambda s: target.counts(console.store(s, target.plane), dry_run=dry_run)
     )
-
-
-def _picked(plane: str, value: str) -> tuple[str, str]:
-    """A ticked record, ``kind:id`` (the page's checkbox value)."""
-    kind, sep, record_id = value.partition(":")
-    if not sep or kind not in KINDS[plane] or not record_id:
-        raise Refused(f"a selected record is a kind of {', '.join(KINDS[plane])}, then :id")
-    return kind, record_id
 
 
 def _subject(form: FormData) -> dict[str, str]:
@@ -134,7 +64,7 @@ def _confirmed(form: FormData, phrase: str) -> bool:
 
 
 async def open_record(console: Console, request: Request) -> Response:
-    plane = _plane(request.path_params.get("plane"))
+    plane = plane_of(request.path_params.get("plane"))
     form = await read_form(request)
     record_id = str(form.get("id", ""))
     if not record_id:
@@ -164,18 +94,19 @@ async def forget_preview(console: Console, request: Request) -> Response:
     return _confirm_page(console, request, _forget_context(target, counts))
 
 
-def _forget_context(target: Target, counts: dict[str, int]) -> dict[str, Any]:
+def _forget_context(target: Target, counted: Counted) -> dict[str, Any]:
     return {
         "action": "/forget",
         "what": "forget",
         "title": target.title,
-        "planes": {target.plane: counts},
+        "planes": {target.plane: counted.counts},
         "phrase": target.phrase,
         "phrase_hint": "the number of selected records" if target.ids else "the node's value",
         "hidden": [("plane", target.plane), ("mode", "ids" if target.ids else "node")]
         + [("at", f"{f}={v}") for f, v in target.path]
         + [("id", f"{kind}:{i}") for kind, i in target.ids],
-        "total": sum(counts.values()),
+        "total": counted.total,
+        "left_out": counted.left_out,
         "error": None,
     }
 
@@ -193,14 +124,14 @@ async def forget(console: Console, request: Request) -> Response:
         actor=console.operator,
         client=_client(request),
         what="forget",
-        counts={target.plane: counts},
+        counts={target.plane: counts.counts},
     )
     return page(
         "removed.html",
         console.context(
             request,
             title=target.title,
-            planes={target.plane: counts},
+            planes={target.plane: counts.counts},
             after_href=target.after_href(),
             warnings=[],
         ),
