@@ -105,6 +105,26 @@ class AsyncConnection:
     def close(self) -> None:
         self.writer.close()
 
+    def let_go(self) -> None:
+        """Close a connection of an event loop that is not the running one: from the loop's
+        own thread if it runs elsewhere; else at once (``asyncio.run`` has closed it, so it
+        will never call back: its transport's close is finished here, socket included,
+        rather than left to the garbage collector's ``ResourceWarning``s)."""
+        transport = self.writer.transport
+        loop = getattr(transport, "_loop", None)
+        if loop is None:
+            return  # closed already
+        if loop.is_running():
+            loop.call_soon_threadsafe(transport.abort)
+            return
+        with contextlib.suppress(RuntimeError):
+            transport.abort()  # marked closed; a closed loop refuses the callback
+        if loop.is_closed():
+            lost = getattr(transport, "_call_connection_lost", None)  # that callback
+            if lost is not None:
+                with contextlib.suppress(Exception):
+                    lost(None)
+
 
 class AsyncHttp11Pool:
     """``Http11Pool`` for asyncio: calls in flight at once each hold a connection."""
@@ -118,10 +138,11 @@ class AsyncHttp11Pool:
 
     def _in_this_loop(self) -> None:
         """Idle connections of another event loop (an earlier ``asyncio.run``) cannot be
-        used or closed from this one: they are let go."""
+        used from this one: they are closed (``AsyncConnection.let_go``)."""
         loop = asyncio.get_running_loop()
         if self.loop is not loop:
-            self.idle.clear()
+            while self.idle:
+                self.idle.pop().let_go()
             self.loop = loop
 
     async def post(self, path: str, body: bytes, headers: Mapping[str, str]) -> tuple[int, bytes]:

@@ -6,11 +6,14 @@ closed from ``with_scope`` and one ``AsyncClient`` over two event loops."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import socket
 import socketserver
 import threading
 import time
+import warnings
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
@@ -19,6 +22,7 @@ from ratatoskr.client import AsyncClient, Client
 from ratatoskr.client.errors import ClientClosed, TransportFailed
 from ratatoskr.client.http11 import Http11Pool, MayHaveRun
 from ratatoskr.client.http11_async import AsyncHttp11Pool
+from tests.client.scripted import scripted
 from tests.server.harness import KEY, Server
 
 OK = b'{"ok":true,"result":{"status":"ok","reason":null}}'
@@ -180,3 +184,32 @@ def test_one_async_client_over_two_event_loops(server: Server) -> None:
             await aio.memory.health()
 
     asyncio.run(close())
+
+
+def test_connections_of_a_finished_event_loop_are_closed(tmp_path: Path) -> None:
+    """Each ``asyncio.run`` after the first closes the connections the one before left,
+    sockets included, as does ``aclose`` from a later loop: nothing is left for the garbage
+    collector to warn about."""
+    gc.collect()  # what earlier tests left, before this one's warnings are recorded
+    with scripted(tmp_path, tls=False) as (url, _, _), warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        aio = AsyncClient(url, key=KEY, scope={"tenant": "t"})
+        pool = aio.transport
+        assert isinstance(pool, AsyncHttp11Pool)
+
+        async def burst() -> None:
+            await asyncio.gather(*(aio.memory.health() for _ in range(3)))
+
+        asyncio.run(burst())
+        left = list(pool.idle)
+        assert len(left) == 3
+        asyncio.run(burst())
+        assert all(c.writer.get_extra_info("socket").fileno() == -1 for c in left)
+        left = list(pool.idle)
+        asyncio.run(aio.aclose())
+        assert all(c.writer.get_extra_info("socket").fileno() == -1 for c in left)
+        del left, pool
+        gc.collect()
+    port = url.rsplit(":", 1)[1]
+    ours = [str(w.message) for w in seen if issubclass(w.category, ResourceWarning)]
+    assert [m for m in ours if port in m or "loop is closed" in m] == []
