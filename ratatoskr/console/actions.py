@@ -58,6 +58,23 @@ def _subject_phrase(scope: dict[str, str]) -> str:
     return values.shown([scope[a] for a in AXES if a in scope][-1])
 
 
+def _expected(form: FormData) -> int:
+    """The total the dry run showed, which the confirmation carries: a removal runs only
+    while the same filter still counts that many (a writer may have added or moved records
+    since the operator read the counts)."""
+    try:
+        return int(str(form.get("expect", "")))
+    except ValueError:
+        raise Refused("the confirmation carries no dry-run count: count again") from None
+
+
+def _changed(expected: int, now: int) -> str:
+    return (
+        f"nothing removed: the count changed since the dry run ({expected:,} then, {now:,} "
+        "now); check the new counts and confirm again"
+    )
+
+
 def _confirmed(form: FormData, phrase: str) -> bool:
     """The typed phrase, blanks around it dropped (a phrase never starts or ends with one)."""
     return bool(phrase) and str(form.get("confirm", "")).strip() == phrase
@@ -104,7 +121,8 @@ def _forget_context(target: Target, counted: Counted) -> dict[str, Any]:
         "phrase_hint": "the number of selected records" if target.ids else "the node's value",
         "hidden": [("plane", target.plane), ("mode", "ids" if target.ids else "node")]
         + [("at", f"{f}={v}") for f, v in target.path]
-        + [("id", f"{kind}:{i}") for kind, i in target.ids],
+        + [("id", f"{kind}:{i}") for kind, i in target.ids]
+        + [("expect", str(counted.total))],
         "total": counted.total,
         "left_out": counted.left_out,
         "error": None,
@@ -119,7 +137,20 @@ async def forget(console: Console, request: Request) -> Response:
         context = _forget_context(target, counts)
         context["error"] = f"nothing removed: type {target.phrase} exactly to confirm"
         return _confirm_page(console, request, context, 400)
-    counts = await _counts(console, target, dry_run=False)
+    expected = _expected(form)
+
+    def work(stores: Stores) -> tuple[Counted, bool]:
+        store = console.store(stores, target.plane)
+        now = target.counts(store, dry_run=True)
+        if now.total != expected:
+            return now, False
+        return target.counts(store, dry_run=False), True
+
+    counts, removed = await console.run(work)
+    if not removed:
+        context = _forget_context(target, counts)
+        context["error"] = _changed(expected, counts.total)
+        return _confirm_page(console, request, context, 409)
     audit.removed(
         actor=console.operator,
         client=_client(request),
@@ -152,10 +183,21 @@ def _erase_context(scope: dict[str, str], report: dict[str, Any]) -> dict[str, A
         "planes": planes,
         "phrase": _subject_phrase(scope),
         "phrase_hint": "the subject's value",
-        "hidden": list(scope.items()),
-        "total": sum(sum(c.values()) for c in planes.values()),
+        "hidden": [*scope.items(), ("expect", str(_erase_total(report)))],
+        "total": _erase_total(report),
         "error": None,
     }
+
+
+def _erase_total(report: dict[str, Any]) -> int:
+    """Records an erase counts (idempotency entries and flags such as ``wal_truncated`` are
+    not records)."""
+    return sum(
+        n
+        for counts in report["planes"].values()
+        for kind, n in counts.items()
+        if not isinstance(n, bool) and kind != "idempotency"
+    )
 
 
 def _erase(
@@ -182,7 +224,19 @@ async def erase(console: Console, request: Request) -> Response:
         context = _erase_context(scope, report)
         context["error"] = f"nothing removed: type {phrase} exactly to confirm"
         return _confirm_page(console, request, context, 400)
-    report = await console.run(lambda s: _erase(console, s, scope, dry_run=False))
+    expected = _expected(form)
+
+    def work(stores: Stores) -> tuple[dict[str, Any], bool]:
+        now = _erase(console, stores, scope, dry_run=True)
+        if _erase_total(now) != expected:
+            return now, False
+        return _erase(console, stores, scope, dry_run=False), True
+
+    report, removed = await console.run(work)
+    if not removed:
+        context = _erase_context(scope, report)
+        context["error"] = _changed(expected, _erase_total(report))
+        return _confirm_page(console, request, context, 409)
     audit.removed(
         actor=console.operator, client=_client(request), what="erase", counts=report["planes"]
     )

@@ -19,9 +19,12 @@ CSRF = "X-Ratatoskr-CSRF"
 POSTS: list[tuple[str, dict[str, str | float | bool]]] = [
     ("/open/affect", {"id": "s-bob-0"}),
     ("/forget/preview", {"plane": "affect", "mode": "node", "at": "tenant=acme"}),
-    ("/forget", {"plane": "affect", "mode": "node", "at": "tenant=acme", "confirm": "acme"}),
+    (
+        "/forget",
+        {"plane": "affect", "mode": "node", "at": "tenant=acme", "confirm": "acme", "expect": 1},
+    ),
     ("/erase/preview", {"tenant": "acme", "end_user": "alice"}),
-    ("/erase", {"tenant": "acme", "end_user": "alice", "confirm": "alice"}),
+    ("/erase", {"tenant": "acme", "end_user": "alice", "confirm": "alice", "expect": 1}),
 ]
 
 
