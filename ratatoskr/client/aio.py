@@ -12,7 +12,11 @@ import httpx
 from ratatoskr.client.affect import AsyncAffectAPI
 from ratatoskr.client.base import ClientBase, ClientSettings
 from ratatoskr.client.errors import ClientClosed, RatatoskrError, TransportFailed
-from ratatoskr.client.http11_async import AsyncHttp11Pool
+from ratatoskr.client.http11_async import (
+    DEFAULT_MAX_CONNECTIONS,
+    AsyncHttp11Pool,
+    checked_max_connections,
+)
 from ratatoskr.client.httpx_transport import AsyncHttpxTransport
 from ratatoskr.client.memory import AsyncMemoryAPI
 from ratatoskr.client.transport import (
@@ -25,6 +29,8 @@ from ratatoskr.client.transport import (
     read_answer,
     retry_delay,
 )
+
+DEFAULT_KEEPALIVE = 20  # httpx's own default: idle connections kept for https://
 
 
 class AsyncTransport(Protocol):
@@ -40,7 +46,9 @@ class AsyncClient(ClientBase):
     """``Client``'s constructor, verbs and errors, each call awaited; ``http`` is an
     ``httpx.AsyncClient`` of the caller's, else its own connections (``await aclose()``, or
     ``async with``), used from one event loop. Calls may run concurrently; each gets its own
-    connection from the pool.
+    connection from the pool, of at most ``max_connections`` (default 100; for an
+    ``https://`` URL, the limit of its own httpx client, which keeps up to 20 idle): a call
+    beyond waits for a connection to be free, within its ``timeout``.
     """
 
     def __init__(
@@ -48,18 +56,25 @@ class AsyncClient(ClientBase):
         base_url: str,
         *,
         http: httpx.AsyncClient | None = None,
+        max_connections: int = DEFAULT_MAX_CONNECTIONS,
         **settings: Unpack[ClientSettings],
     ) -> None:
         super().__init__(base_url, **settings)
         timeout = self.timeout
+        max_connections = checked_max_connections(max_connections)
         self.http = http
-        self.transport: AsyncTransport = (
-            AsyncHttpxTransport(http, self.base_url, timeout)
-            if http is not None
-            else AsyncHttp11Pool(self.base_url, timeout)
-            if self.base_url.startswith("http://")
-            else AsyncHttpxTransport(httpx.AsyncClient(timeout=timeout), self.base_url, timeout)
-        )
+        self.transport: AsyncTransport
+        if http is not None:
+            self.transport = AsyncHttpxTransport(http, self.base_url, timeout)
+        elif self.base_url.startswith("http://"):
+            self.transport = AsyncHttp11Pool(self.base_url, timeout, max_connections)
+        else:
+            limits = httpx.Limits(
+                max_connections=max_connections,
+                max_keepalive_connections=min(max_connections, DEFAULT_KEEPALIVE),
+            )
+            own = httpx.AsyncClient(timeout=timeout, limits=limits)
+            self.transport = AsyncHttpxTransport(own, self.base_url, timeout)
         self._owns_transport = http is None
         self._closed = False
         self.memory = AsyncMemoryAPI(self.call)

@@ -126,15 +126,33 @@ class AsyncConnection:
                     lost(None)
 
 
-class AsyncHttp11Pool:
-    """``Http11Pool`` for asyncio: calls in flight at once each hold a connection."""
+DEFAULT_MAX_CONNECTIONS = 100
 
-    def __init__(self, base_url: str, timeout: float) -> None:
+
+def checked_max_connections(value: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError("max_connections must be an integer")
+    if value < 1:
+        raise ValueError("max_connections must be 1 or more")
+    return value
+
+
+class AsyncHttp11Pool:
+    """``Http11Pool`` for asyncio: calls in flight at once each hold a connection, at most
+    ``max_connections`` of them; a call beyond waits for one to be free (that wait counts
+    in its ``timeout``). A connection is opened only when none is idle, so no more than
+    ``max_connections`` are ever open, idle ones included."""
+
+    def __init__(
+        self, base_url: str, timeout: float, max_connections: int = DEFAULT_MAX_CONNECTIONS
+    ) -> None:
         self.endpoint = Endpoint.of(base_url)
         self.timeout = timeout
+        self.max_connections = checked_max_connections(max_connections)
         self.idle: deque[AsyncConnection] = deque()
         self.closed = False
         self.loop: asyncio.AbstractEventLoop | None = None  # the idle connections' loop
+        self.slots: asyncio.Semaphore | None = None  # of that loop (a semaphore is bound)
 
     def _in_this_loop(self) -> None:
         """Idle connections of another event loop (an earlier ``asyncio.run``) cannot be
@@ -144,11 +162,13 @@ class AsyncHttp11Pool:
             while self.idle:
                 self.idle.pop().let_go()
             self.loop = loop
+            self.slots = asyncio.Semaphore(self.max_connections)
 
     async def post(self, path: str, body: bytes, headers: Mapping[str, str]) -> tuple[int, bytes]:
         head = request_head(self.endpoint, path, headers, len(body))
         self._in_this_loop()
-        async with asyncio.timeout(self.timeout):
+        assert self.slots is not None
+        async with asyncio.timeout(self.timeout), self.slots:
             if self.idle:
                 try:
                     return await self._exchange(self.idle.pop(), head, body)

@@ -101,6 +101,11 @@ class _Handler(socketserver.BaseRequestHandler):
                 sock.close()  # the TLS socket (socketserver closes the plain one)
 
 
+class _Server(socketserver.ThreadingTCPServer):
+    daemon_threads = True
+    request_queue_size = 1024  # a burst of connections is not refused (the default: 5)
+
+
 @contextmanager
 def scripted(tmp_path: Path, *, tls: bool) -> Iterator[tuple[str, Script, Path]]:
     """The server's URL, its script and the certificate file to trust."""
@@ -108,8 +113,7 @@ def scripted(tmp_path: Path, *, tls: bool) -> Iterator[tuple[str, Script, Path]]
     key = tmp_path / "key.pem"
     cert.write_text(CERT)
     key.write_text(KEY)
-    served = socketserver.ThreadingTCPServer(("127.0.0.1", 0), _Handler)
-    served.daemon_threads = True
+    served = _Server(("127.0.0.1", 0), _Handler)
     script = Script()
     served.script = script  # type: ignore[attr-defined]
     context = None

@@ -213,3 +213,28 @@ def test_connections_of_a_finished_event_loop_are_closed(tmp_path: Path) -> None
     port = url.rsplit(":", 1)[1]
     ours = [str(w.message) for w in seen if issubclass(w.category, ResourceWarning)]
     assert [m for m in ours if port in m or "loop is closed" in m] == []
+
+
+def test_an_async_burst_keeps_to_the_connection_bound(tmp_path: Path) -> None:
+    """A burst of calls gathered at once opens no more connections than ``max_connections``
+    (100 by default), the others waiting for one, and keeps no more afterwards."""
+
+    async def burst(aio: AsyncClient, calls: int) -> None:
+        async with aio:
+            answers = await asyncio.gather(*(aio.memory.health() for _ in range(calls)))
+            assert all(a["status"] == "ok" for a in answers)
+            pool = aio.transport
+            assert isinstance(pool, AsyncHttp11Pool)
+            assert len(pool.idle) <= pool.max_connections
+
+    for bound, calls in ((None, 300), (4, 40)):
+        with scripted(tmp_path, tls=False) as (url, script, _):
+            aio = (
+                AsyncClient(url, key=KEY, scope={"tenant": "t"})
+                if bound is None
+                else AsyncClient(url, key=KEY, scope={"tenant": "t"}, max_connections=bound)
+            )
+            asyncio.run(burst(aio, calls))
+            assert 1 <= script.connections <= (bound or 100)
+    with pytest.raises(ValueError, match="max_connections"):
+        AsyncClient("http://127.0.0.1:9", key=KEY, scope={"tenant": "t"}, max_connections=0)
