@@ -226,13 +226,16 @@ async def erase(console: Console, request: Request) -> Response:
         return _confirm_page(console, request, context, 400)
     expected = _expected(form)
 
-    def work(stores: Stores) -> tuple[dict[str, Any], bool]:
+    def work(stores: Stores) -> tuple[dict[str, Any], bool, str | None]:
         now = _erase(console, stores, scope, dry_run=True)
         if _erase_total(now) != expected:
-            return now, False
-        return _erase(console, stores, scope, dry_run=False), True
+            return now, False, None
+        try:
+            return _erase(console, stores, scope, dry_run=False), True, None
+        except forget_ops.EraseIncomplete as exc:  # one plane erased, the other not
+            return exc.report, True, str(exc)
 
-    report, removed = await console.run(work)
+    report, removed, incomplete = await console.run(work)
     if not removed:
         context = _erase_context(scope, report)
         context["error"] = _changed(expected, _erase_total(report))
@@ -241,6 +244,8 @@ async def erase(console: Console, request: Request) -> Response:
         actor=console.operator, client=_client(request), what="erase", counts=report["planes"]
     )
     warnings = forget_ops.erase_warnings(report)
+    if incomplete is not None:  # what was removed is shown, then why not all of it
+        warnings.insert(0, incomplete)
     context = _erase_context(scope, report)
     return page(
         "removed.html",
@@ -251,6 +256,7 @@ async def erase(console: Console, request: Request) -> Response:
             after_href="/",
             warnings=warnings,
         ),
+        503 if incomplete is not None else 200,
     )
 
 

@@ -5,9 +5,11 @@ and check still checks the other plane and lists the one down as a problem."""
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
+import apsw
 import pytest
 from playwright.sync_api import Page
 
@@ -89,3 +91,32 @@ def test_a_plane_file_removed_under_a_running_console_is_down(
         if source.exists():
             source.rename(moved / source.name)
     answers_down(page, console, files, "no affect database at")
+
+
+def test_an_erase_that_fails_on_the_second_plane_shows_and_audits_what_the_first_removed(
+    page: Page, console: ConsoleProcess, files: Files
+) -> None:
+    """The affect plane refuses its deletes after both planes took the empty write erase
+    asks first (here a foreign trigger): the memory plane's removal is shown, audited and
+    said to be incomplete, with how to finish."""
+    page.goto(console.url)
+    csrf = str(page.locator('meta[name="csrf-token"]').get_attribute("content"))
+    subject: dict[str, str | float | bool] = {"tenant": "acme", "end_user": "alice"}
+    preview = page.request.post(console.base + "/erase/preview", form=subject, headers={CSRF: csrf})
+    expect = re.search(r'name="expect" value="(\d+)"', preview.text())
+    assert expect is not None
+    conn = apsw.Connection(str(files.affect))
+    conn.execute(
+        "CREATE TRIGGER refuse BEFORE DELETE ON affect_states BEGIN "
+        "SELECT RAISE(ABORT, 'refused by a trigger'); END"
+    )
+    conn.close()
+    form = {**subject, "confirm": "alice", "expect": expect.group(1)}
+    answer = page.request.post(console.base + "/erase", form=form, headers={CSRF: csrf})
+    assert answer.status == 503
+    assert "erase incomplete: memory erased, the affect plane not" in answer.text()
+    assert "run the same erase again" in answer.text()
+    alice = [c for c, scope, _ in CHUNKS if scope.get("end_user") == "alice"]
+    assert chunks_left(files) == len(CHUNKS) - len(alice)
+    audited = console.audit("console.erase")
+    assert audited and audited[-1]["counts"]["memory.chunk"] == len(alice)
