@@ -16,7 +16,7 @@ from ratatoskr.affect.store import open_affect_store
 from ratatoskr.cli import main
 from ratatoskr.memory.store import open_memory_store
 from ratatoskr.server.app import check_stores
-from ratatoskr.server.settings import SettingsError, load_settings
+from ratatoskr.server.settings import Settings, SettingsError, load_settings
 from ratatoskr.sqlite.database import SchemaError
 from ratatoskr.sqlite.jti import JtiLedger
 from tests.ops.conftest import CTX, DIM, Files, fill
@@ -225,10 +225,9 @@ def test_prune_drops_expired_entries(filled: Files, admin: Any) -> None:
     assert admin("stats", "--json").json()["jti"][0]["entries"] == 1
 
 
-def test_the_servers_one_ledger_is_beside_the_memory_file_and_stats_finds_it(
-    files: Files, admin: Any
-) -> None:
-    settings = load_settings(
+def server_settings(files: Files) -> Settings:
+    """The settings ``serve`` would run with over these files."""
+    return load_settings(
         {
             "RATATOSKR_MEMORY_DB": str(files.memory),
             "RATATOSKR_AFFECT_DB": str(files.affect),
@@ -237,7 +236,13 @@ def test_the_servers_one_ledger_is_beside_the_memory_file_and_stats_finds_it(
         },
         cwd=files.dir,
     )
-    check_stores(settings)  # what serve runs before its workers start: it makes the ledger
+
+
+def test_the_servers_one_ledger_is_beside_the_memory_file_and_stats_finds_it(
+    files: Files, admin: Any
+) -> None:
+    # what serve runs before its workers start: it makes the ledger
+    check_stores(server_settings(files))
     assert (files.dir / "memory.jti.db").is_file()
     assert not (files.dir / "affect.jti.db").exists()  # both planes share the one ledger
     report = admin("stats", "--json").json()
@@ -429,17 +434,8 @@ def test_a_file_in_the_ledgers_place_that_is_no_ledger_fails_check_stats_and_the
     stats = admin("stats", "--json")
     assert stats.code == 0  # the planes' figures are still shown
     assert "not a jti ledger" in stats.json()["jti"][0]["problem"]
-    settings = load_settings(
-        {
-            "RATATOSKR_MEMORY_DB": str(filled.memory),
-            "RATATOSKR_AFFECT_DB": str(filled.affect),
-            "RATATOSKR_MEMORY_EMBEDDING_DIM": str(DIM),
-            "RATATOSKR_HEIMDALL_KEY": "k" * 32,
-        },
-        cwd=filled.dir,
-    )
     with pytest.raises(SettingsError, match="RATATOSKR_MEMORY_DB: the jti ledger beside it"):
-        check_stores(settings)
+        check_stores(server_settings(filled))
     empty = tmp_path / "empty.db"
     apsw.Connection(str(empty)).execute("CREATE TABLE other (x); PRAGMA user_version = 1")
     with pytest.raises(SchemaError, match="not a jti ledger"):
