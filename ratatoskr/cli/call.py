@@ -3,7 +3,9 @@
 Sent through ``ratatoskr.client.Client``, with a token minted per attempt from the key the
 server reads (``ratatoskr token``'s options): the handshake first, so a verb the server
 does not list is refused without being sent, and a retryable error (503) is retried
-``--retries`` times. Prints the JSON answer; the exit status is non-zero when it is an error.
+``--retries`` times. Prints the JSON answer; the exit status is non-zero when it is an error:
+1 an error answer or an unlisted verb, 2 a usage error, 3 the server cannot be reached
+(nothing was sent), 4 the call was sent but no answer came (it may have run).
 """
 
 from __future__ import annotations
@@ -31,6 +33,10 @@ from ratatoskr.client.base import checked_timeout, checked_url, url_from_env
 from ratatoskr.client.errors import shown_url
 from ratatoskr.core.errors import BifrostError
 from ratatoskr.wire.keys import load_keyring
+
+# exit statuses: 0 an answer, 1 an error answer or an unlisted verb, 2 a usage error
+UNREACHED = 3  # no connection: nothing was sent
+MAY_HAVE_RUN = 4  # sent, and no answer came (a timeout, a dropped connection)
 
 
 def read_args(value: str) -> str:
@@ -136,9 +142,17 @@ def run(
     ) as wire:
         try:
             answer = wire.send(plane, verb, call_args, request_id=args.request_id)
-        except TransportFailed:
-            print(f"ratatoskr call: cannot reach {shown_url(url)}", file=sys.stderr)
-            return 3
+        except TransportFailed as failed:
+            if not failed.sent:
+                print(f"ratatoskr call: cannot reach {shown_url(url)}", file=sys.stderr)
+                return UNREACHED
+            print(
+                f"ratatoskr call: no answer from {shown_url(url)} after the call was sent: it "
+                "may have run; sending it again with the same idempotency key tells whether "
+                "it did (a write that landed is answered as a replay)",
+                file=sys.stderr,
+            )
+            return MAY_HAVE_RUN
         except (VerbNotListed, UnexpectedAnswer) as error:
             print(f"ratatoskr call: {error.message}", file=sys.stderr)
             return 1
@@ -155,6 +169,9 @@ def register(commands: Any) -> None:
         "call",
         help="send one verb to a running server",
         description="Send one Bifrost call with a freshly minted token (see `ratatoskr token`).",
+        epilog="exit status: 0 an answer; 1 an error answer or an unlisted verb; 2 a usage "
+        "error; 3 the server cannot be reached (nothing was sent); 4 the call was sent but "
+        "no answer came: it may have run (send it again with the same idempotency key)",
     )
     parser.add_argument("plane", help="memory or affect (or handshake)")
     parser.add_argument("verb", nargs="?", default="handshake")
@@ -167,7 +184,9 @@ def register(commands: Any) -> None:
         "(port 8000 when unset), as Client.from_env",
     )
     parser.add_argument("--request-id")
-    parser.add_argument("--timeout", type=float, default=30.0)
+    parser.add_argument(
+        "--timeout", type=float, default=30.0, help="seconds per exchange, above 0 (default 30)"
+    )
     parser.add_argument(
         "--retries", type=int, default=3, help="retries of a retryable error (default 3)"
     )

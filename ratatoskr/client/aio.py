@@ -12,6 +12,7 @@ import httpx
 from ratatoskr.client.affect import AsyncAffectAPI
 from ratatoskr.client.base import ClientBase, ClientSettings
 from ratatoskr.client.errors import ClientClosed, RatatoskrError, TransportFailed
+from ratatoskr.client.http11 import was_sent
 from ratatoskr.client.http11_async import (
     DEFAULT_MAX_CONNECTIONS,
     AsyncHttp11Pool,
@@ -136,7 +137,9 @@ class AsyncClient(ClientBase):
                     prepared.path, prepared.body, headers(prepared, self.tokens)
                 )
             except OSError as exc:
-                raise TransportFailed(type(exc).__name__, self.base_url) from exc
+                raise TransportFailed(
+                    type(exc).__name__, self.base_url, sent=was_sent(exc)
+                ) from exc
             try:
                 return read_answer(status, content)
             except RatatoskrError as error:

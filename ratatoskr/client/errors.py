@@ -185,10 +185,17 @@ class VerbNotListed(RatatoskrError):
 
 
 class TransportFailed(RatatoskrError):
-    """No answer: the connection failed or timed out (the cause is chained)."""
+    """No answer: the connection failed or timed out (the cause is chained). ``sent``: the
+    request may have reached the server, so the call may have run (the same call again,
+    with the same idempotency key, says whether it did); ``False`` when it cannot have
+    (the connection was refused, or not made in time)."""
 
-    def __init__(self, what: str, url: str) -> None:
-        super().__init__("client.transport_failed", f"{what}: no answer from {shown_url(url)}")
+    def __init__(self, what: str, url: str, *, sent: bool = True) -> None:
+        after = "; the request was sent, so the call may have run" if sent else ""
+        super().__init__(
+            "client.transport_failed", f"{what}: no answer from {shown_url(url)}{after}"
+        )
+        self.sent = sent
 
 
 def shown_url(url: str) -> str:

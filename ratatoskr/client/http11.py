@@ -56,6 +56,20 @@ class StaleConnection(OSError):
     """A pooled connection was closed by the server before it answered anything."""
 
 
+_UNSENT = "ratatoskr_unsent"
+
+
+def unsent(exc: BaseException) -> None:
+    """Mark ``exc`` as a failure before any of the request was sent (a refused or timed-out
+    connect): the call cannot have run. An unmarked failure may have come after."""
+    setattr(exc, _UNSENT, True)
+
+
+def was_sent(exc: BaseException) -> bool:
+    """Whether the request may have reached the server before ``exc``."""
+    return getattr(exc, _UNSENT, False) is not True
+
+
 class MayHaveRun(OSError):
     """A request resent after its connection closed unanswered was refused as a replayed
     token: the first sending reached the server, which may have run the call."""
@@ -287,7 +301,12 @@ class Http11Pool:
             except StaleConnection:
                 pass  # closed by the server while idle: it read nothing; a new connection
             return resent(self._exchange(self._open(deadline), head, body, deadline))
-        return self._exchange(self._open(deadline), head, body, deadline)
+        try:
+            fresh = self._open(deadline)
+        except OSError as exc:
+            unsent(exc)  # (not after a stale connection: that sending may have run)
+            raise
+        return self._exchange(fresh, head, body, deadline)
 
     def _open(self, deadline: float) -> Connection:
         left = deadline - time.monotonic()

@@ -19,6 +19,7 @@ from ratatoskr.client.http11 import (
     interim,
     request_head,
     resent,
+    unsent,
 )
 
 
@@ -168,15 +169,24 @@ class AsyncHttp11Pool:
         head = request_head(self.endpoint, path, headers, len(body))
         self._in_this_loop()
         assert self.slots is not None
-        async with asyncio.timeout(self.timeout), self.slots:
-            if self.idle:
-                try:
-                    return await self._exchange(self.idle.pop(), head, body)
-                except StaleConnection:
-                    pass
+        sending = False  # until then a failure (a connect, the wait for a slot) sent nothing
+        try:
+            async with asyncio.timeout(self.timeout), self.slots:
+                if self.idle:
+                    sending = True
+                    try:
+                        return await self._exchange(self.idle.pop(), head, body)
+                    except StaleConnection:
+                        pass
+                    fresh = await AsyncConnection.open(self.endpoint)
+                    return resent(await self._exchange(fresh, head, body))
                 fresh = await AsyncConnection.open(self.endpoint)
-                return resent(await self._exchange(fresh, head, body))
-            return await self._exchange(await AsyncConnection.open(self.endpoint), head, body)
+                sending = True
+                return await self._exchange(fresh, head, body)
+        except OSError as exc:  # TimeoutError included
+            if not sending:
+                unsent(exc)
+            raise
 
     async def _exchange(self, conn: AsyncConnection, head: bytes, body: bytes) -> tuple[int, bytes]:
         try:

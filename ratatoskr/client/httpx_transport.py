@@ -30,6 +30,8 @@ from typing import Any
 
 import httpx
 
+from ratatoskr.client.http11 import unsent
+
 TOO_LONG = "the answer took longer than the timeout"
 
 
@@ -50,6 +52,40 @@ class TimeLeft(dict[str, float | None]):
     def __getitem__(self, key: str) -> float | None:
         super().__getitem__(key)  # a KeyError for any other key
         return self.left()
+
+
+# failures of httpx's that come before a byte of the request is sent
+_BEFORE_SENDING = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
+
+
+class Progress:
+    """How far an exchange got, from httpx's ``trace`` extension: a timeout before the
+    request's head went out (while connecting) sent nothing. Not having seen a connection
+    made says nothing (a kept-alive one, or a transport that does not trace)."""
+
+    def __init__(self) -> None:
+        self.connecting = False
+        self.sending = False
+
+    def saw(self, event: str) -> None:
+        if event.startswith(("connection.connect_tcp.", "connection.start_tls.")):
+            self.connecting = True
+        elif event == "http11.send_request_headers.started":
+            self.sending = True
+
+    async def atrace(self, event: str, info: dict[str, Any]) -> None:
+        self.saw(event)
+
+    def unsent_timeout(self) -> bool:
+        return self.connecting and not self.sending
+
+
+def failure(exc: httpx.TransportError) -> OSError:
+    """``socket_error(exc)``, marked unsent when ``exc`` came before the request went out."""
+    error = socket_error(exc)
+    if isinstance(exc, _BEFORE_SENDING):
+        unsent(error)
+    return error
 
 
 def socket_error(exc: httpx.TransportError) -> OSError:
@@ -81,6 +117,7 @@ class _Deadline:
         self.lock = threading.Lock()
         self.sock: socket.socket | None = None
         self.kept = kept  # the one kept-alive connection this exchange can be sent on
+        self.progress = Progress()
         self.finished = False
         self.fired = False
         self.timer = threading.Timer(max(0.0, deadline - time.monotonic()), self._fire)
@@ -89,6 +126,7 @@ class _Deadline:
 
     def trace(self, event: str, info: dict[str, Any]) -> None:
         """httpcore's ``trace`` extension: a new connection's stream, once it is made."""
+        self.progress.saw(event)
         if event in ("connection.connect_tcp.complete", "connection.start_tls.complete"):
             self.learn(info.get("return_value"))
         elif event == "http11.send_request_headers.started" and self.sock is None and self.kept:
@@ -193,8 +231,11 @@ class HttpxTransport:
             answered = not cut.fired
         except httpx.TransportError as exc:
             if cut.fired or time.monotonic() >= deadline:
-                raise TimeoutError(TOO_LONG) from exc
-            raise socket_error(exc) from exc
+                late = TimeoutError(TOO_LONG)
+                if isinstance(exc, _BEFORE_SENDING) or cut.progress.unsent_timeout():
+                    unsent(late)
+                raise late from exc
+            raise failure(exc) from exc
         finally:
             cut.finish()
             self._end(cut, answered)
@@ -221,6 +262,7 @@ class AsyncHttpxTransport:
 
     async def post(self, path: str, body: bytes, headers: Mapping[str, str]) -> tuple[int, bytes]:
         deadline = time.monotonic() + self.timeout
+        progress = Progress()
         try:
             async with asyncio.timeout(self.timeout):
                 request = self.http.build_request(
@@ -228,7 +270,7 @@ class AsyncHttpxTransport:
                     self.base_url + path,
                     content=body,
                     headers=dict(headers),
-                    extensions={"timeout": TimeLeft(deadline)},
+                    extensions={"timeout": TimeLeft(deadline), "trace": progress.atrace},
                 )
                 response = await self.http.send(request, stream=True)
                 try:
@@ -236,9 +278,12 @@ class AsyncHttpxTransport:
                 finally:
                     await response.aclose()
         except TimeoutError as exc:
-            raise TimeoutError(TOO_LONG) from exc
+            late = TimeoutError(TOO_LONG)
+            if progress.unsent_timeout():
+                unsent(late)
+            raise late from exc
         except httpx.TransportError as exc:
-            raise socket_error(exc) from exc
+            raise failure(exc) from exc
         return response.status_code, content
 
     async def aclose(self) -> None:

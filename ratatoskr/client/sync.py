@@ -12,7 +12,7 @@ import httpx
 from ratatoskr.client.affect import AffectAPI
 from ratatoskr.client.base import ClientBase, ClientSettings
 from ratatoskr.client.errors import ClientClosed, RatatoskrError, TransportFailed
-from ratatoskr.client.http11 import Http11Pool
+from ratatoskr.client.http11 import Http11Pool, was_sent
 from ratatoskr.client.httpx_transport import HttpxTransport
 from ratatoskr.client.memory import MemoryAPI
 from ratatoskr.client.transport import (
@@ -133,7 +133,9 @@ class Client(ClientBase):
                     prepared.path, prepared.body, headers(prepared, self.tokens)
                 )
             except OSError as exc:
-                raise TransportFailed(type(exc).__name__, self.base_url) from exc
+                raise TransportFailed(
+                    type(exc).__name__, self.base_url, sent=was_sent(exc)
+                ) from exc
             try:
                 return read_answer(status, content)
             except RatatoskrError as error:

@@ -1,6 +1,7 @@
 """A scripted socket server for the transport's edges, plain or TLS: it reads each request
 and answers as its ``how`` says (``ok``; ``drip``, a byte every 50 ms; ``dripbody``, the
-head at once and the body a byte every 50 ms; ``silent``, never),
+head at once and the body a byte every 50 ms; ``silent``, never; ``drop``, the connection
+closed unanswered),
 counting the connections it accepted."""
 
 from __future__ import annotations
@@ -62,6 +63,7 @@ def read_request(sock: socket.socket, data: bytes) -> tuple[bytes, bytes] | None
 @dataclass
 class Script:
     how: str = "ok"
+    handshake_too: bool = True  # False: the handshake is answered at once whatever ``how``
     connections: int = 0
     stop: threading.Event = field(default_factory=threading.Event)
 
@@ -81,12 +83,16 @@ class _Handler(socketserver.BaseRequestHandler):
                 if read is None:
                     return
                 body, data = read
-                reply = answer(HANDSHAKE if b'"handshake"' in body else HEALTH)
-                if script.how == "silent":
+                handshake = b'"handshake"' in body
+                reply = answer(HANDSHAKE if handshake else HEALTH)
+                how = "ok" if handshake and not script.handshake_too else script.how
+                if how == "drop":
+                    return  # read, and the connection closed unanswered
+                if how == "silent":
                     script.stop.wait(30)
                     return
-                if script.how in ("drip", "dripbody"):
-                    at = reply.index(b"\r\n\r\n") + 4 if script.how == "dripbody" else 0
+                if how in ("drip", "dripbody"):
+                    at = reply.index(b"\r\n\r\n") + 4 if how == "dripbody" else 0
                     sock.sendall(reply[:at])
                     for byte in reply[at:]:
                         sock.sendall(bytes([byte]))
