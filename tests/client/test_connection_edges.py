@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import gc
-import socket
 import socketserver
 import threading
 import time
@@ -22,7 +21,7 @@ from ratatoskr.client import AsyncClient, Client
 from ratatoskr.client.errors import ClientClosed, TransportFailed
 from ratatoskr.client.http11 import Http11Pool, MayHaveRun
 from ratatoskr.client.http11_async import AsyncHttp11Pool
-from tests.client.scripted import scripted
+from tests.client.scripted import read_request, scripted
 from tests.server.harness import KEY, Server
 
 OK = b'{"ok":true,"result":{"status":"ok","reason":null}}'
@@ -31,20 +30,6 @@ REPLAYED = b'{"ok":false,"error":{"code":"auth.token_replayed","message":"replay
 
 def _answer(status: bytes, body: bytes) -> bytes:
     return b"HTTP/1.1 %s\r\nContent-Length: %d\r\n\r\n%s" % (status, len(body), body)
-
-
-def _read_request(sock: socket.socket, data: bytes) -> tuple[bytes, bytes] | None:
-    """One whole request (head and body) from ``sock`` after ``data``; the rest read."""
-    while b"\r\n\r\n" not in data:
-        more = sock.recv(65536)
-        if not more:
-            return None
-        data += more
-    head, _, data = data.partition(b"\r\n\r\n")
-    length = int(head.lower().split(b"content-length: ")[1].split(b"\r\n")[0])
-    while len(data) < length:
-        data += sock.recv(65536)
-    return data[:length], data[length:]
 
 
 class Scripted(socketserver.BaseRequestHandler):
@@ -56,7 +41,7 @@ class Scripted(socketserver.BaseRequestHandler):
         how: str = self.server.how  # type: ignore[attr-defined]
         data = b""
         for n in range(2):
-            read = _read_request(self.request, data)
+            read = read_request(self.request, data)
             if read is None:
                 return
             data = read[1]
