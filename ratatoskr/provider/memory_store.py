@@ -7,14 +7,43 @@ wire app on demand, so importing it loads no HTTP code (Starlette is imported by
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from ratatoskr.memory.store import RatatoskrMemoryStore, open_memory_store
+from ratatoskr.memory.store import RatatoskrMemoryStore
 
 if TYPE_CHECKING:
     from starlette.applications import Starlette
 
     from ratatoskr.memory.interface import MemoryVerbs
+    from ratatoskr.ops.locations import MemoryBackend
+    from ratatoskr.postgres.database import PgSettings
+    from ratatoskr.sqlite.database import DatabaseSettings
+
+
+def open_memory_store(
+    db_path: str,
+    *,
+    embedding_dim: int,
+    settings: DatabaseSettings | None = None,
+    pool: PgSettings | None = None,
+    clock: Callable[[], float] = time.time,
+    mirror_bytes: int | None = None,
+) -> MemoryBackend:
+    """The seed's opener: a SQLite file, or ``":memory:"``, as the seed names it, and the
+    same store on PostgreSQL when ``db_path`` is a ``postgresql://`` URL (``pool`` then
+    sizes its connection pool; ``settings`` and ``mirror_bytes`` concern SQLite only)."""
+    from ratatoskr.ops.locations import open_memory
+
+    return open_memory(
+        db_path,
+        embedding_dim=embedding_dim,
+        database=settings,
+        pool=pool,
+        clock=clock,
+        mirror_bytes=mirror_bytes,
+    )
 
 
 def build_memory_provider_app(
