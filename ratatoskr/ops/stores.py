@@ -168,6 +168,14 @@ class Stores:
         exists = self.exists(plane)
         if not exists and not create:
             raise ValueError(f"no {plane} database at {describe(path)} (see --{plane}-db)")
+        if not exists and not is_postgres(path):  # as serve does: ./data on a fresh checkout
+            try:
+                os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+            except OSError as exc:
+                raise ValueError(
+                    f"the directory of {describe(path)} cannot be created ({exc.strerror}; "
+                    f"see --{plane}-db)"
+                ) from None
         return path, exists
 
     def memory(self, *, create: bool = False) -> MemoryStore:

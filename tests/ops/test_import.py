@@ -72,6 +72,24 @@ def test_import_into_a_new_file_needs_a_dimension(
     assert admin("stats", "--json").json()["planes"]["memory"]["records"] == {"chunk": 3}
 
 
+def test_an_import_on_a_fresh_checkout_makes_its_data_directory(
+    tmp_path: Path, admin: Any, monkeypatch: Any
+) -> None:
+    """The default ``./data`` does not exist before the first ``make run``: import makes it,
+    as serve does."""
+    fresh = tmp_path / "fresh"
+    fresh.mkdir()
+    monkeypatch.chdir(fresh)
+    for name in ("RATATOSKR_MEMORY_DB", "RATATOSKR_AFFECT_DB", "RATATOSKR_MEMORY_EMBEDDING_DIM"):
+        monkeypatch.delenv(name, raising=False)
+    path = tmp_path / "c.jsonl"
+    write_lines(path, chunks(3))
+    ran = admin("import", "memory", str(path), "--dim", str(DIM))
+    assert ran.code == 0, ran.err
+    assert (fresh / "data" / "memory.db").is_file()
+    assert admin("stats", "--json").json()["planes"]["memory"]["records"] == {"chunk": 3}
+
+
 @pytest.mark.parametrize(
     "wrong",
     [
