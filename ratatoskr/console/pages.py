@@ -9,7 +9,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import RedirectResponse, Response
 
 from ratatoskr.console import planes
 from ratatoskr.console import tree as tree_view
@@ -81,6 +81,9 @@ async def overview(console: Console, request: Request) -> Response:
 async def tree(console: Console, request: Request) -> Response:
     plane = _plane(request)
     path = tree_view.parse_path(plane, request.query_params.getlist("at"))
+    go, go_by = request.query_params.get("go"), request.query_params.get("go_by")
+    if go is not None and go_by:  # a value typed beside a level whose buckets are cut
+        return RedirectResponse(tree_view.go_to(plane, path, go_by, go), status_code=303)
     by = request.query_params.get("by") or None
     limit = _int(request, "limit", explore_ops.DEFAULT_BUCKETS, explore_ops.MAX_BUCKETS)
     size = _int(request, "size", listing.DEFAULT_LIST_LIMIT, listing.MAX_LIST_LIMIT)

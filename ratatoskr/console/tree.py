@@ -35,6 +35,8 @@ class Level:
     truncated: bool
     limit: int
     more_href: str | None = None
+    plane: str = ""
+    parent: list[Pair] = field(default_factory=list)  # the node whose children these are
 
 
 @dataclass
@@ -80,6 +82,14 @@ def filter_of(plane: str, path: Sequence[Pair]) -> Filter:
     for facet, value in path:
         flt = narrow(plane, flt, facet, value)
     return flt
+
+
+def go_to(plane: str, path: Sequence[Pair], facet: str, value: str) -> str:
+    """The node a value typed beside a level leads to: past the buckets shown (at most 500
+    are), a value is reached by its name, as ``--narrow`` reaches it."""
+    target = [*path, (facet, value)]
+    parse_path(plane, [f"{f}={v}" for f, v in target])  # a facet it may use, once
+    return href(plane, target)
 
 
 def href(plane: str, path: Sequence[Pair], **extra: str | int | None) -> str:
@@ -170,4 +180,6 @@ def _level(
         page["truncated"],
         limit,
         more if page["more_buckets"] else None,
+        plane,
+        list(parent),
     )
