@@ -45,6 +45,15 @@ def command_line(pid: int) -> str:
     return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
 
 
+def exec_done(pid: int) -> bool:
+    """True once the child runs litestream (or has ended, so its line is final)."""
+    try:
+        shown = command_line(pid)
+    except FileNotFoundError:
+        return True
+    return "litestream" in shown or not alive(pid)
+
+
 def alive(pid: int) -> bool:
     try:
         state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
@@ -77,7 +86,13 @@ def test_a_restore_keeps_the_url_off_the_command_line_and_sigterm_ends_litestrea
         litestream = poll(
             lambda: next(iter(children(restore.pid)), None), 30, "litestream to start"
         )
-        shown = command_line(litestream)
+        # Between fork and the end of exec the child's command line reads empty or as
+        # Python's; wait for the one it runs with.
+        shown = poll(
+            lambda: command_line(litestream) if exec_done(litestream) else None,
+            30,
+            "litestream's command line",
+        )
         assert "litestream" in shown and "restore" in shown
         assert PASSWORD not in shown and "sftp://" not in shown
         mine = [
