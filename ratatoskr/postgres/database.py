@@ -52,8 +52,12 @@ DEFAULT_LOCK_TIMEOUT = 5.0  # as SQLite's busy timeout
 # server kept answering 503 for as long after PostgreSQL was back.
 RECONNECT_WINDOW = 10.0
 UNREACHABLE_PROBE_SECONDS = 2  # the one connection that asks why a pool could not open
-ATTEMPTS = 8  # a transaction that keeps meeting serialization failures gives up then
-BACKOFF = 0.005  # seconds; doubled per attempt, with jitter
+# A write that meets a serialization failure is tried again, its waits doubling from
+# BACKOFF up to MAX_BACKOFF (with jitter), for as long as it would wait for a lock: the
+# lock timeout (DEFAULT_LOCK_TIMEOUT when none is set). A count of attempts (there were 8)
+# ran out in under a second when a dozen writers updated one record at once.
+BACKOFF = 0.005  # seconds
+MAX_BACKOFF = 0.1
 APPLICATION_NAME = "ratatoskr"
 
 T = TypeVar("T")
@@ -259,6 +263,7 @@ class PgDatabase:
     ) -> T:
         stale_left = self.settings.max_size + 1
         attempt = 0
+        retry_until = time.monotonic() + (self.settings.lock_timeout or DEFAULT_LOCK_TIMEOUT)
         while True:
             began = False
             try:
@@ -287,12 +292,14 @@ class PgDatabase:
                     raise
                 with self.counters.lock:
                     self.counters.retries += 1
+                pause = min(BACKOFF * 2**attempt, MAX_BACKOFF) * (0.5 + random.random())
                 attempt += 1
-                if attempt == ATTEMPTS:
+                if time.monotonic() + pause >= retry_until:
                     raise Unavailable(
-                        "store unavailable: concurrent writes kept conflicting; retry"
+                        "store unavailable: concurrent writes kept conflicting past the "
+                        "lock timeout; retry"
                     ) from None
-                time.sleep(BACKOFF * (2 ** (attempt - 1)) * (0.5 + random.random()))
+                time.sleep(pause)
             except psycopg.errors.ProgramLimitExceeded:
                 # a value past one of PostgreSQL's own limits (an index row over 2,704
                 # bytes): the call's, not an outage, and the same call again fails again

@@ -1,0 +1,56 @@
+"""Many writers on the same records at once, through several stores on one location (as
+several server processes), without ``expected_revisions``: each write is stored, none is
+refused for the contention alone (PostgreSQL meets it as serialization failures, which the
+store retries; SQLite waits for its writer lock)."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from pathlib import Path
+from typing import Any
+
+from tests.affect.helpers import ctx, state
+from tests.backends import Backend
+
+WRITERS = 16
+STORES = 4  # each with its own connections, as the workers of a server
+WRITES = 8
+IDS = ["s1", "s2", "s3"]
+
+
+def test_concurrent_blind_puts_on_the_same_records_all_succeed(
+    backend: Backend, tmp_path: Path
+) -> None:
+    location = backend.fresh(tmp_path, "affect")
+    stores = [backend.affect(location) for _ in range(STORES)]
+    try:
+        failures: list[BaseException] = []
+        start = threading.Barrier(WRITERS)
+
+        def write(n: int) -> None:
+            start.wait()
+            for i in range(WRITES):
+                records = [state(sid, writer=n, write=i) for sid in IDS]
+                if n % 2:
+                    records.reverse()  # the other order too: a deadlock is contention
+                try:
+                    stores[n % STORES].put_many(
+                        records, idempotency_key=uuid.uuid4().hex, ctx=ctx()
+                    )
+                except Exception as exc:  # noqa: BLE001 - every failure is the finding
+                    failures.append(exc)
+
+        threads = [threading.Thread(target=write, args=(n,)) for n in range(WRITERS)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert failures == []
+        found: list[dict[str, Any]] = [stores[0].get(sid, ctx=ctx()) for sid in IDS]
+        assert [r["revision"] for r in found] == [WRITERS * WRITES] * len(IDS)
+        # the batches were stored whole: every record holds the last batch's writer and write
+        assert len({(r["writer"], r["write"]) for r in found}) == 1
+    finally:
+        for store in stores:
+            store.close()
