@@ -171,13 +171,17 @@ def _get(args: argparse.Namespace, stores: Stores) -> int:
     return 0
 
 
-def _confirm(args: argparse.Namespace, report: dict[str, Any], title: str) -> int:
+def _confirm(
+    args: argparse.Namespace, report: dict[str, Any], title: str, incomplete: str | None = None
+) -> int:
     """Show what a removal did or would do; without --yes nothing was removed (exit 1)."""
     removed = bool(args.yes and not args.dry_run)
     if args.json:
         show.emit_json({**report, "removed": removed})
     else:
-        if removed:
+        if incomplete is not None:
+            note = f"incomplete: removed from the planes shown only; {incomplete}."
+        elif removed:
             note = "removed."
         elif args.dry_run:
             note = "dry run: nothing removed."
@@ -217,7 +221,12 @@ def _erase(args: argparse.Namespace, stores: Stores) -> int:
         return 2
     except forget_ops.EraseIncomplete as exc:  # what was removed is shown, then why not all
         failed = {"plane": exc.plane, "reason": exc.reason}
-        _confirm(args, {**exc.report, "incomplete": failed}, title)
+        _confirm(
+            args,
+            {**exc.report, "incomplete": failed},
+            title,
+            incomplete=f"the {exc.plane} plane not erased",
+        )
         print(f"ratatoskr admin erase: {exc}", file=sys.stderr)
         return 2
     code = _confirm(args, report, title)

@@ -42,9 +42,47 @@ def file_problems(conn: apsw.Connection, db: Database, plane: str) -> list[str]:
     version = schema_version(conn)
     if version != db.latest_version:
         problems.append(f"schema version {version}, this build knows {db.latest_version}")
+    else:
+        problems += schema_problems(conn, db)
     marked = conn.execute("SELECT value FROM ratatoskr_meta WHERE key = 'plane'").fetchall()
     if not marked or marked[0][0] != plane:
         problems.append(f"ratatoskr_meta does not name the {plane} plane")
+    return problems
+
+
+def _schema_objects(conn: apsw.Connection) -> dict[tuple[str, str], set[str]]:
+    """Each table, index, trigger and view by (type, name), a table with its columns."""
+    found: dict[tuple[str, str], set[str]] = {}
+    rows = conn.execute(
+        "SELECT type, name FROM sqlite_master "
+        "WHERE type IN ('table', 'index', 'trigger', 'view') AND name NOT LIKE 'sqlite_%'"
+    ).fetchall()
+    for kind, name in rows:
+        columns: set[str] = set()
+        if kind == "table":
+            info = conn.execute("SELECT name FROM pragma_table_info(?)", (name,)).fetchall()
+            columns = {str(c[0]) for c in info}
+        found[(str(kind), str(name))] = columns
+    return found
+
+
+def schema_problems(conn: apsw.Connection, db: Database) -> list[str]:
+    """What the file lacks of the schema its version stands for: the tables, columns,
+    indexes and triggers the same migrations make in an empty database. A dropped change
+    log or index passes ``integrity_check`` and fails the first call that needs it."""
+    fresh = Database(":memory:", db.migrations)
+    try:
+        with fresh.read() as model:
+            expected = _schema_objects(model)
+    finally:
+        fresh.close()
+    present = _schema_objects(conn)
+    problems: list[str] = []
+    for (kind, name), columns in sorted(expected.items()):
+        if (kind, name) not in present:
+            problems.append(f"schema: {kind} {name} is missing")
+        elif missing := sorted(columns - present[(kind, name)]):
+            problems.append(f"schema: table {name} lacks column(s) {', '.join(missing)}")
     return problems
 
 

@@ -151,6 +151,29 @@ def test_check_catches_vectors_and_records_a_read_would_trip_on(filled: Files, a
     assert any(f"whose vector is not of dimension {DIM + 1}" in p for p in problems)
 
 
+def test_check_catches_a_dropped_table_or_index_and_erase_says_it_removed_nothing(
+    filled: Files, admin: Any
+) -> None:
+    """A table or index dropped behind the store's back passes SQLite's integrity check;
+    the first erase that needs it fails, and says so rather than "removed"."""
+    conn = raw(filled.memory)
+    conn.execute("DROP TABLE memory_changes")
+    conn.close()
+    conn = raw(filled.affect)
+    conn.execute("DROP INDEX affect_events_at")
+    conn.close()
+    ran = admin("check")
+    assert ran.code == 1
+    assert "schema: table memory_changes is missing" in ran.out
+    assert "schema: index affect_events_at is missing" in ran.out
+    erased = admin("erase", "--scope", "tenant=acme", "--yes")
+    assert erased.code == 2
+    assert "removed." not in erased.out
+    assert "incomplete: removed from the planes shown only; the memory plane not erased" in (
+        erased.out.replace("\n", " ")
+    )
+
+
 def test_check_catches_a_bad_revision_and_a_newer_schema(filled: Files, admin: Any) -> None:
     conn = raw(filled.affect)
     conn.execute("PRAGMA ignore_check_constraints = ON")
