@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import apsw
@@ -110,6 +111,19 @@ class Paths:
         return list(dict.fromkeys(ledger_location(self.of(p)) for p in PLANES))
 
 
+@contextmanager
+def _naming(plane: str, path: str) -> Iterator[None]:
+    """A file that cannot be opened is named in the message, with its plane: a command
+    given both plane files (stats, backup) otherwise says only what is wrong, not where."""
+    try:
+        yield
+    except (SchemaError, apsw.Error) as exc:
+        shown = describe(path)
+        if shown in str(exc):
+            raise
+        raise SchemaError(f"the {plane} plane's file {shown}: {exc}") from None
+
+
 def _stored_dim(location: str) -> int:
     if not is_postgres(location):
         return stored_dim(location)
@@ -181,19 +195,23 @@ class Stores:
     def memory(self, *, create: bool = False) -> MemoryStore:
         if self._memory is None:
             path, exists = self._path(MEMORY, create)
-            dim = self.paths.dim
-            if exists and dim is None:
-                dim = _stored_dim(path)
-            if dim is None:
-                raise ValueError(f"a new memory database needs --dim or {DIM_ENV}")
-            # operator commands never search: no mirror to load in the background
-            self._memory = open_memory(path, embedding_dim=dim, clock=self.clock, mirror_bytes=0)
+            with _naming(MEMORY, path):
+                dim = self.paths.dim
+                if exists and dim is None:
+                    dim = _stored_dim(path)
+                if dim is None:
+                    raise ValueError(f"a new memory database needs --dim or {DIM_ENV}")
+                # operator commands never search: no mirror to load in the background
+                self._memory = open_memory(
+                    path, embedding_dim=dim, clock=self.clock, mirror_bytes=0
+                )
         return self._memory
 
     def affect(self, *, create: bool = False) -> AffectStore:
         if self._affect is None:
             path, _ = self._path(AFFECT, create)
-            self._affect = open_affect(path, clock=self.clock)
+            with _naming(AFFECT, path):
+                self._affect = open_affect(path, clock=self.clock)
         return self._affect
 
     def get(self, plane: str, *, create: bool = False) -> PlaneStore:

@@ -377,6 +377,8 @@ def test_a_swapped_or_foreign_file_is_named_for_what_it_is(filled: Files, admin:
         assert ran.code == 1 and "not a SQLite database" in ran.out, ran.out + ran.err
         ran = admin("stats", flag, str(garbage))
         assert ran.code == 2 and "not a SQLite database" in ran.err, ran.err
+        plane = flag[2:-3]  # stats reads both files: the message says which one is bad
+        assert f"the {plane} plane's file {garbage}" in ran.err, ran.err
     assert garbage.read_bytes() == b"not sqlite at all " * 500
     # the stores as the server opens them: refused before any migration touches the file
     untouched = filled.affect.read_bytes()
