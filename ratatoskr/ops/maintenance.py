@@ -128,6 +128,8 @@ def backup(
     """Copy every present plane file to ``dest_dir/<plane>.db`` (owner-only permissions),
     then, with ``verify``, run ``check`` on the copies."""
     present = _require_some(stores)
+    for plane in present:  # a file that cannot be opened is refused before dest_dir is made
+        stores.get(plane)
     os.makedirs(dest_dir, exist_ok=True)
     targets = {plane: os.path.join(dest_dir, f"{plane}.db") for plane in present}
     for target in targets.values():

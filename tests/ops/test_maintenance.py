@@ -379,6 +379,9 @@ def test_a_swapped_or_foreign_file_is_named_for_what_it_is(filled: Files, admin:
         assert ran.code == 2 and "not a SQLite database" in ran.err, ran.err
         plane = flag[2:-3]  # stats reads both files: the message says which one is bad
         assert f"the {plane} plane's file {garbage}" in ran.err, ran.err
+        ran = admin("backup", "--to", str(filled.dir / "copies"), flag, str(garbage))
+        assert ran.code == 2 and f"the {plane} plane's file {garbage}" in ran.err, ran.err
+        assert not (filled.dir / "copies").exists()  # refused before anything was made
     assert garbage.read_bytes() == b"not sqlite at all " * 500
     # the stores as the server opens them: refused before any migration touches the file
     untouched = filled.affect.read_bytes()
