@@ -169,22 +169,17 @@ class WireEndpoints:
         return await self._serve(request, HANDSHAKE_PLANE, self._handshake)
 
     async def other_plane(self, request: Request) -> Response:
-        error = UnknownPlane("this app does not serve that plane")
-        return _error_response(error, None, new_request_id())
+        return _unrouted(UnknownPlane("this app does not serve that plane"))
 
     async def not_routed(self, request: Request) -> Response:
         """A request under ``/bifrost`` no wire route takes: a wire route's path with a
         method other than POST (405, ``Allow: POST``), or a path the wire does not define."""
         if WIRE_ROUTE.fullmatch(request.path_params.get("path", "")):
-            response = _error_response(
-                MethodNotAllowed("the wire's routes take POST only"), None, new_request_id()
-            )
+            response = _unrouted(MethodNotAllowed("the wire's routes take POST only"))
             response.headers["Allow"] = "POST"
             return response
-        error = UnknownRoute(
-            "no such wire route: POST /bifrost/handshake or POST /bifrost/<plane>-call"
-        )
-        return _error_response(error, None, new_request_id())
+        wire_routes = "POST /bifrost/handshake or POST /bifrost/<plane>-call"
+        return _unrouted(UnknownRoute(f"no such wire route: {wire_routes}"))
 
     async def healthz(self, request: Request) -> Response:
         return Response(orjson.dumps({"status": "ok"}), media_type=JSON)
@@ -434,6 +429,14 @@ def _is_json(content_type: str | None) -> bool:
 def _qualifier(plane: str | None) -> str | None:
     """The plane that qualifies a plane error's code; the handshake has none."""
     return None if plane == HANDSHAKE_PLANE else plane
+
+
+def _unrouted(error: BifrostError) -> Response:
+    """The envelope of a request no plane takes, under a new request id that its access
+    log line carries too."""
+    request_id = new_request_id()
+    ANSWERING.set(request_id)
+    return _error_response(error, None, request_id)
 
 
 def _error_response(error: BifrostError, plane: str | None, request_id: str) -> Response:

@@ -101,6 +101,20 @@ def test_each_calls_access_line_carries_its_request_id(shared_server: Server) ->
     assert refused.status_code == 401  # refused before the body is read: a request id of ours
     assert httpx.get(url + "/healthz").status_code == 200
 
+    # requests no plane takes: their only line, the access line, carries their request id
+    def lines_with(request_id: str) -> list[dict[str, object]] | None:
+        found = [line for line in shared_server.log_lines() if line.get("request_id") == request_id]
+        return found or None
+
+    for unrouted, status in (
+        (httpx.get(url + "/bifrost/affect-call"), 405),
+        (httpx.post(url + "/bifrost/nope", content=b"{}"), 404),
+    ):
+        assert unrouted.status_code == status
+        request_id = unrouted.headers["X-Request-ID"]
+        (line,) = poll(functools.partial(lines_with, request_id), 20, f"the line of {request_id}")
+        assert line["event"] == "http.access" and line["status"] == status
+
     def lines_of(request_id: str) -> list[dict[str, object]] | None:
         found = [line for line in shared_server.log_lines() if line.get("request_id") == request_id]
         return found if len(found) == 2 else None
