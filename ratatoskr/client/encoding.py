@@ -40,20 +40,30 @@ VECTOR_KEYS = ("embedding", "vector")
 _OPTIONS = orjson.OPT_SERIALIZE_NUMPY
 
 
+def _numpy_made(vector: Any) -> bool:
+    """An array, or a list (tuple) of numpy scalars, which orjson writes as the shortest
+    text of each scalar's own type: a float32 ``0.1`` as ``0.1``, not as its value."""
+    if isinstance(vector, np.ndarray):
+        return True
+    return isinstance(vector, list | tuple) and bool(vector) and isinstance(vector[0], np.generic)
+
+
 def wire_vector(vector: Any) -> Any:
     """``vector`` as orjson should write it (see the module)."""
     if isinstance(vector, np.ndarray):
         if vector.dtype.kind == "f":
             return np.ascontiguousarray(vector, dtype=np.float64)
         return vector.tolist()
+    if _numpy_made(vector):  # each scalar as its value (what ``tolist()`` gives)
+        return [x.item() if isinstance(x, np.generic) else x for x in vector]
     return vector
 
 
 def wire_record(record: Mapping[str, Any]) -> Any:
-    """``record`` with its vector made ready (a copy only when it holds an array)."""
+    """``record`` with its vector made ready (a copy only when it holds numpy values)."""
     if not isinstance(record, Mapping):
         return record  # the server names what is wrong with it
-    if any(isinstance(record.get(k), np.ndarray) for k in VECTOR_KEYS):
+    if any(_numpy_made(record.get(k)) for k in VECTOR_KEYS):
         return {k: wire_vector(v) if k in VECTOR_KEYS else v for k, v in record.items()}
     return record
 

@@ -78,8 +78,9 @@ def neutral(value: Any) -> Any:
 
 
 def test_numpy_and_list_vectors_give_the_same_results(server: Server, tenant: str) -> None:
-    """A float32 array is sent as the float32 values (as ``tolist()`` would send them): the
-    same stored record, the same scores to the bit; a float64 array as its values."""
+    """A float32 array, or a list of its numpy scalars, is sent as the float32 values (as
+    ``tolist()`` would send them): the same stored record, the same scores to the bit; a
+    float64 array as its values."""
     rng = np.random.default_rng(4)
     arrays = rng.standard_normal((6, DIM)).astype(np.float32)
     wide = rng.standard_normal(DIM)  # float64, not float32-exact
@@ -88,6 +89,7 @@ def test_numpy_and_list_vectors_give_the_same_results(server: Server, tenant: st
     wire_forms: tuple[tuple[str, Callable[[npt.NDArray[np.floating[Any]]], object]], ...] = (
         ("np", lambda v: v),
         ("list", lambda v: v.tolist()),
+        ("scalars", list),  # a list of numpy scalars: each sent as its value, as tolist()
     )
     for name, as_wire in wire_forms:
         scope = {"tenant": f"{tenant}-{name}"}
@@ -102,7 +104,7 @@ def test_numpy_and_list_vectors_give_the_same_results(server: Server, tenant: st
             hits = client.memory.search(as_wire(query), top_k=7)
             stored = client.memory.get_many(ids)
         results.append((neutral(hits), neutral(stored)))
-    assert results[0] == results[1]
+    assert results[0] == results[1] == results[2]
     assert results[0][1][0]["embedding"] == arrays[0].tolist()
     assert results[0][1][-1]["vector"] == wide.tolist()
     assert [h["chunk_id"] for h in results[0][0]][:1] != []
