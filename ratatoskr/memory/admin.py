@@ -13,6 +13,7 @@ from ratatoskr.core.record_sql import Table
 from ratatoskr.core.scope import Scope
 from ratatoskr.memory import admin_sql
 from ratatoskr.memory.admin_records import ChunkRecords
+from ratatoskr.memory.vector_check import value_problems
 from ratatoskr.sqlite.admin import SqliteAdmin
 
 
@@ -35,7 +36,12 @@ class MemoryAdmin(ChunkRecords, SqliteAdmin):
 
     def _plane_problems(self, conn: apsw.Connection) -> list[str]:
         problems = admin_sql.vector_problems(conn)
-        return problems + admin_sql.shape_problems(conn, self.embedding_dim)
+        problems += admin_sql.shape_problems(conn, self.embedding_dim)
+        rows = conn.execute(
+            "SELECT c.chunk_id, c.embedding, c.vector_f64, v.embedding "
+            "FROM memory_chunks AS c LEFT JOIN memory_vec AS v ON v.chunk_id = c.chunk_id"
+        )
+        return problems + value_problems(rows, self.embedding_dim)
 
     def _after_erase(self) -> None:
         with self.db.write() as conn:

@@ -3,6 +3,7 @@ writer commits, prune, and the --help of every command."""
 
 from __future__ import annotations
 
+import struct
 import threading
 import time
 from pathlib import Path
@@ -171,6 +172,40 @@ def test_check_catches_a_dropped_table_or_index_and_erase_says_it_removed_nothin
     assert "removed." not in erased.out
     assert "incomplete: removed from the planes shown only; the memory plane not erased" in (
         erased.out.replace("\n", " ")
+    )
+
+
+def test_check_catches_vector_values_that_differ_or_are_not_finite(
+    filled: Files, admin: Any
+) -> None:
+    """A vector edited behind the store's back: its index row no longer the stored vector
+    (search and ``get`` disagree), a value that is not a number, a float64 copy that does
+    not round to the float32 one."""
+    memory = open_memory_store(str(filled.memory), embedding_dim=DIM)
+    memory.upsert_many(
+        [{"id": "inexact", "embedding": [0.1] * DIM, "scope": {"tenant": "acme"}}],
+        idempotency_key="inexact",
+        ctx=CTX,
+    )
+    memory.close()
+    assert admin("check").code == 0
+    half = struct.pack(f"{DIM}f", *[0.5] * DIM)
+    conn = raw(filled.memory)
+    conn.execute("UPDATE memory_vec SET embedding = ? WHERE chunk_id = 'c0005'", (half,))
+    nan = struct.pack(f"{DIM}f", float("nan"), *[1.0] * (DIM - 1))
+    conn.execute("UPDATE memory_chunks SET embedding = ? WHERE chunk_id = 'c0006'", (nan,))
+    wide = struct.pack(f"{DIM}d", *[0.2] * DIM)
+    conn.execute("UPDATE memory_chunks SET vector_f64 = ? WHERE chunk_id = 'inexact'", (wide,))
+    conn.close()
+    problems = admin("check", "--json").json()["planes"]["memory"]["problems"]
+    assert "1 chunk(s) whose vector holds a value that is not finite: c0006" in problems
+    # c0006's float64 copy and index row still hold its old values: they differ too
+    assert (
+        "2 chunk(s) whose float64 vector is not finite or does not round to it: c0006, inexact"
+        in problems
+    )
+    assert "2 chunk(s) whose vector index row differs from the stored vector: c0005, c0006" in (
+        problems
     )
 
 

@@ -8,6 +8,7 @@ run left off, and checks the copy at the end.
 
 from __future__ import annotations
 
+import struct
 import time
 from typing import Any, cast
 
@@ -290,6 +291,30 @@ def test_check_catches_a_record_that_is_not_json_on_postgresql(
     report = admin("check", "--json").json()
     assert report["planes"]["memory"]["problems"] == ["1 chunk(s) whose stored record is not JSON"]
     assert report["planes"]["affect"]["problems"] == [] and report["ok"] is False
+
+
+def test_check_catches_a_float64_vector_that_does_not_round_to_the_stored_one(
+    filled: Files, url: str, admin: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert admin("migrate", "--to", url).code == 0
+    memory = cast(PgMemoryStore, open_memory(url, embedding_dim=DIM))
+    try:
+        memory.upsert_many([_inexact_chunk()], idempotency_key="inexact", ctx=CTX)
+        monkeypatch.setenv("RATATOSKR_MEMORY_DB", url)
+        monkeypatch.setenv("RATATOSKR_AFFECT_DB", url)
+        assert admin("check").code == 0
+        memory.db.write(
+            lambda conn: conn.execute(
+                "UPDATE memory_chunks SET vector_f64 = %s WHERE chunk_id = %s",
+                (struct.pack(f"{DIM}d", *[0.2] * DIM), b"odd\x00id"),
+            )
+        )
+    finally:
+        memory.close()
+    report = admin("check", "--json").json()
+    assert report["planes"]["memory"]["problems"] == [
+        "1 chunk(s) whose float64 vector is not finite or does not round to it: odd\x00id"
+    ]
 
 
 def test_an_empty_origin_moves_as_it_was_sent(

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import apsw
+import numpy as np
 
 from ratatoskr.core.record_sql import Table
 from ratatoskr.memory import admin_sql
@@ -13,6 +14,7 @@ from ratatoskr.memory.admin_records import ChunkRecords
 from ratatoskr.memory.postgres import transfer
 from ratatoskr.memory.postgres.locks import lock_keys
 from ratatoskr.memory.store import RatatoskrMemoryStore, open_memory_store
+from ratatoskr.memory.vector_check import value_problems
 from ratatoskr.postgres.admin import PgAdmin
 from ratatoskr.postgres.database import Conn
 from ratatoskr.postgres.idempotency import PgIdempotency
@@ -47,7 +49,22 @@ class PgMemoryAdmin(ChunkRecords, PgAdmin):
             )
         if row and row[1]:
             problems.append(f"{row[1]} chunk(s) whose float64 vector has the wrong length")
-        return problems
+        # the float32 values as bytes, as SQLite keeps them (pgvector itself refuses NaN)
+        dim = self.embedding_dim
+        with conn.cursor(name="ratatoskr_check_vectors") as rows:  # streamed, not all held
+            rows.itersize = 4096
+            rows.execute("SELECT chunk_id, embedding::real[], vector_f64 FROM memory_chunks")
+            as_bytes = (
+                (
+                    bytes(cid).decode("utf-8", "replace"),
+                    np.asarray(vec, dtype=np.float32).tobytes(),
+                    None if f64 is None else bytes(f64),
+                    None,
+                )
+                for cid, vec, f64 in rows
+                if len(vec) == dim
+            )
+            return problems + value_problems(as_bytes, dim)
 
     def _sqlite_store(self, dest: str) -> RatatoskrMemoryStore:
         return open_memory_store(dest, embedding_dim=self.embedding_dim, mirror_bytes=0)
