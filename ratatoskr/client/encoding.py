@@ -14,7 +14,8 @@ choosing (a ``datetime`` or a ``UUID`` as a string, a dataclass as an object, an
 as its value): the store keeps records verbatim, so such a value is refused as well, a
 ``TypeError`` naming its type, as is nesting deeper than orjson writes (or a value that
 holds itself). Numbers, strings, booleans, ``None``, lists, tuples and dicts (and their
-subclasses) pass, as do numpy arrays and scalars.
+subclasses) pass, as do numpy arrays and scalars (a scalar as its value: a float32 ``0.1``
+as 0.10000000149011612, what ``float()`` of it gives).
 
 A list of numbers is checked by its sum, which NaN and the infinities carry through; only
 a list whose sum is not finite, or that holds something else, is walked value by value. A
@@ -37,7 +38,21 @@ from ratatoskr.core.canonical import json_failure
 from ratatoskr.wire.envelope import WIRE_VERSION
 
 VECTOR_KEYS = ("embedding", "vector")
-_OPTIONS = orjson.OPT_SERIALIZE_NUMPY
+
+
+def _numpy_value(value: Any) -> Any:
+    """orjson's ``default``: a numpy value as the JSON of its value. orjson's own numpy
+    output writes a float32 scalar as the shortest text of the float32 (``0.1``), which
+    the server reads as another number; a float array goes straight from its buffer as
+    float64 (``wire_vector``)."""
+    if isinstance(value, np.ndarray):
+        if value.dtype.kind == "f":
+            wide = np.ascontiguousarray(value, dtype=np.float64)
+            return orjson.Fragment(orjson.dumps(wide, option=orjson.OPT_SERIALIZE_NUMPY))
+        return value.tolist()
+    if isinstance(value, np.generic):
+        return value.item()
+    raise TypeError
 
 
 def _numpy_made(vector: Any) -> bool:
@@ -90,7 +105,7 @@ def envelope(
         if where is not None:
             raise NonFiniteNumber(where)
         try:
-            return orjson.dumps(body, option=_OPTIONS)
+            return orjson.dumps(body, default=_numpy_value)
         except orjson.JSONEncodeError as exc:
             why = json_failure(exc)
     raise TypeError(f"the arguments of {verb} are not JSON ({why}); nothing was sent")

@@ -121,6 +121,17 @@ def test_numpy_and_list_vectors_give_the_same_results(server: Server, tenant: st
         )
         s, h = client.memory.get_many([f"{tenant}-s", f"{tenant}-h"])
         assert s["embedding"] == strided.tolist() and h["embedding"] == half.tolist()
+        # numpy scalars elsewhere in a record go as their values too
+        fields = {"w": np.float32(0.1), "n": np.int64(3), "b": np.bool_(True)}
+        record = {"id": f"{tenant}-f", "embedding": arrays[2], "scope": {"tenant": tenant}}
+        client.memory.upsert_many([{**record, **fields}], idempotency_key="fields")
+        got = client.memory.get(f"{tenant}-f")
+        assert got is not None and (got["w"], got["n"], got["b"]) == (
+            float(np.float32(0.1)),
+            3,
+            True,
+        )
+        assert got["w"] != 0.1
 
 
 def test_every_affect_verb_and_cursors_to_the_end(client: Client, tenant: str) -> None:
