@@ -15,7 +15,7 @@ from typing import Any
 
 import orjson
 import pytest
-from playwright.sync_api import Browser, Page, sync_playwright
+from playwright.sync_api import Browser, Page, expect, sync_playwright
 
 from ratatoskr.affect.store import open_affect_store
 from ratatoskr.core.context import CallContext
@@ -205,7 +205,10 @@ def browser() -> Iterator[Browser]:
 def page(browser: Browser) -> Iterator[Page]:
     """A fresh context (no cookie) at a laptop's viewport."""
     context = browser.new_context(viewport={"width": 1280, "height": 800})
-    context.set_default_timeout(10_000)
+    # waits for a page to reach a state, bounded for a loaded 2-core CI machine (where the
+    # console, Chromium and the test share the cores); a state reached returns at once
+    context.set_default_timeout(30_000)
+    expect.set_options(timeout=30_000)
     opened = context.new_page()
     yield opened
     context.close()

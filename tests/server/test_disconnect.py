@@ -40,11 +40,17 @@ def test_a_client_gone_mid_body_is_its_own_outcome(server: Server) -> None:
         if line.get("event") == "bifrost.call"
     )
     ok(call(server.url, "memory", "describe_store", {}))
-    scraped = httpx.get(server.url + "/metrics", timeout=10).text
-    counted = [
-        float(line.rsplit(" ", 1)[1])
-        for line in scraped.splitlines()
-        if line.startswith("ratatoskr_requests_total{") and 'code="client.disconnected"' in line
-    ]
-    assert sum(counted) == 3
+
+    def counted() -> tuple[float, str] | None:
+        # a worker writes a call's log line, then counts it: the count can trail the line
+        scraped = httpx.get(server.url + "/metrics", timeout=10).text
+        total = sum(
+            float(line.rsplit(" ", 1)[1])
+            for line in scraped.splitlines()
+            if line.startswith("ratatoskr_requests_total{") and 'code="client.disconnected"' in line
+        )
+        return (total, scraped) if total >= 3 else None
+
+    total, scraped = poll(counted, 30, "the three disconnected calls to be counted")
+    assert total == 3
     assert 'code="wire.malformed_envelope"' not in scraped
