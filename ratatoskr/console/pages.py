@@ -8,6 +8,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 from urllib.parse import urlencode
 
+import psycopg
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
@@ -16,11 +17,17 @@ from ratatoskr.console import tree as tree_view
 from ratatoskr.console.planes import Absent, PlaneDown
 from ratatoskr.console.render import page
 from ratatoskr.console.state import Console, Refused
+from ratatoskr.core.errors import Unavailable
 from ratatoskr.core.filters import PLANES
 from ratatoskr.core.scope import AXES
 from ratatoskr.ops import explore as explore_ops
 from ratatoskr.ops import listing, maintenance
+from ratatoskr.ops.locations import describe, existing_ledger
 from ratatoskr.ops.stores import STORE_ERRORS, Stores
+
+# what reading a jti ledger raises when it cannot be read (a PostgreSQL error included: a
+# ledger table dropped is not one of the stores' own errors)
+LEDGER_ERRORS = (*STORE_ERRORS, Unavailable, psycopg.Error)
 
 Handler = Callable[[Console, Request], Awaitable[Response]]
 
@@ -40,6 +47,32 @@ def _plane(request: Request) -> str:
     if plane not in PLANES:
         raise Refused(f"no plane {plane!r}: the planes are {', '.join(PLANES)}", 404)
     return plane
+
+
+def _ledgers(stores: Stores) -> list[dict[str, Any]]:
+    """Each existing jti ledger with its entries (``entries``, ``expired``), or with the
+    ``problem`` that keeps it from being read: one that opens but cannot be counted (its
+    pages damaged, its PostgreSQL table dropped) is listed with the reason, not left out,
+    and does not hide another ledger."""
+    try:
+        paths = stores.paths.jti_files()
+    except ValueError as exc:  # a ledger --jti-db named is not there
+        return [{"path": describe(stores.paths.jti or ""), "problem": str(exc)}]
+    out: list[dict[str, Any]] = []
+    for path in paths:
+        try:
+            ledger = existing_ledger(path, clock=stores.clock)
+            if ledger is None:
+                continue
+            try:
+                out.append(
+                    {"path": describe(path), "entries": ledger.count(), "expired": ledger.expired()}
+                )
+            finally:
+                ledger.close()
+        except LEDGER_ERRORS as exc:
+            out.append({"path": describe(path), "problem": f"cannot be read: {exc}"})
+    return out
 
 
 async def overview(console: Console, request: Request) -> Response:
@@ -62,8 +95,7 @@ async def overview(console: Console, request: Request) -> Response:
         for plane in (p for p in present if health[p].get("status") != "down"):
             with contextlib.suppress(*STORE_ERRORS):
                 stats["planes"][plane] = maintenance.plane_stats(stores, plane)
-        with contextlib.suppress(*STORE_ERRORS):
-            stats["jti"] = maintenance.ledger_stats(stores)
+        stats["jti"] = _ledgers(stores)
         return {
             "present": present,
             "missing": {p: stores.paths.shown(p) for p in PLANES if p not in present},
