@@ -146,7 +146,12 @@ class RecordAdmin:
         )
 
     def ready_to_write(self) -> None:
-        self._write(lambda conn: None)
+        # a real write: an empty transaction passes on a read-only file or a standby
+        self._write(self._claim_write)
+
+    def _claim_write(self, conn: Connection) -> None:
+        """Write something that changes nothing (the plane's own mark, rewritten)."""
+        raise NotImplementedError
 
     def erase(self, scope: Scope) -> dict[str, int | bool]:
         if not scope:

@@ -22,6 +22,7 @@ from typing import Any, ClassVar, Protocol, TypeVar
 import apsw
 
 from ratatoskr.core.cursors import SECRET_BYTES, SECRET_META_KEY, CursorCodec
+from ratatoskr.core.errors import Unavailable
 from ratatoskr.core.filters import Filter
 from ratatoskr.core.record_admin import RecordAdmin
 from ratatoskr.core.record_sql import Table, json_problems
@@ -46,6 +47,19 @@ def meta_secret(conn: Conn, meta: str) -> bytes:
     row = conn.execute(f"SELECT value FROM {meta} WHERE key = %s", (SECRET_META_KEY,)).fetchone()
     assert row is not None
     return bytes.fromhex(row[0])
+
+
+READ_ONLY = "SELECT current_setting('transaction_read_only') = 'on' OR pg_is_in_recovery()"
+
+
+def _read_only(conn: Conn) -> bool:
+    row = conn.execute(READ_ONLY).fetchone()
+    return bool(row and row[0])
+
+
+def read_meta_secret(conn: Conn, meta: str) -> bytes | None:
+    row = conn.execute(f"SELECT value FROM {meta} WHERE key = %s", (SECRET_META_KEY,)).fetchone()
+    return None if row is None else bytes.fromhex(row[0])
 
 
 class SqliteStore(Protocol):
@@ -93,9 +107,24 @@ class PgAdmin(RecordAdmin):
     def _listing_codec(self) -> CursorCodec:
         codec: CursorCodec | None = getattr(self, "_codec", None)
         if codec is None:
-            codec = CursorCodec(self.db.write(lambda conn: meta_secret(conn, self.META)))
-            self._codec = codec
+            codec = self._codec = CursorCodec(self._listing_secret())
         return codec
+
+    def _listing_secret(self) -> bytes:
+        """The plane's cursor secret, read without a write when it exists; a database that
+        holds none and takes no write (a standby) gets one for this process."""
+        stored = self.db.read(lambda conn: read_meta_secret(conn, self.META))
+        if stored is not None:
+            return stored
+        try:
+            return self.db.write(lambda conn: meta_secret(conn, self.META))
+        except Unavailable:
+            if not self.db.read(_read_only):
+                raise
+            return secrets.token_bytes(SECRET_BYTES)
+
+    def _claim_write(self, conn: Conn) -> None:
+        conn.execute(f"UPDATE {self.META} SET value = value WHERE key = 'plane'")
 
     def _matching_ids(
         self, conn: Conn, table: Table, ids: Sequence[str] | None, flt: Filter | None

@@ -63,8 +63,14 @@ class SqliteAdmin(RecordAdmin):
         with self.db.write() as conn:
             return work(conn)
 
+    def _claim_write(self, conn: apsw.Connection) -> None:
+        conn.execute("UPDATE ratatoskr_meta SET value = value WHERE key = 'plane'")
+
     def _listing_codec(self) -> CursorCodec:
-        return codec_for(self.db)
+        codec: CursorCodec | None = getattr(self, "_codec", None)
+        if codec is None:
+            codec = self._codec = codec_for(self.db, read_only_ok=True)
+        return codec
 
     def _matching_ids(
         self, conn: apsw.Connection, table: Table, ids: Sequence[str] | None, flt: Filter | None

@@ -10,12 +10,20 @@ import secrets
 import apsw
 
 from ratatoskr.core.cursors import SECRET_BYTES, SECRET_META_KEY, CursorCodec
+from ratatoskr.core.errors import Unavailable
 from ratatoskr.sqlite.database import Database
 
 
-def codec_for(db: Database) -> CursorCodec:
-    """The codec of ``db``, creating its secret on first use (once, under the write lock)."""
-    return CursorCodec(load_secret(db))
+def codec_for(db: Database, *, read_only_ok: bool = False) -> CursorCodec:
+    """The codec of ``db``, creating its secret on first use (once, under the write lock).
+    ``read_only_ok``: a file that holds no secret and cannot be written (read-only, for an
+    operator's listing) gets one for this process: its cursors page on within it."""
+    try:
+        return CursorCodec(load_secret(db))
+    except (Unavailable, apsw.ReadOnlyError):
+        if not read_only_ok:
+            raise
+        return CursorCodec(secrets.token_bytes(SECRET_BYTES))
 
 
 def store_secret(conn: apsw.Connection, table: str = "ratatoskr_meta") -> None:

@@ -153,6 +153,36 @@ def test_every_admin_command_works_against_urls(
     assert admin("get", "affect", "new-1", "--json").json()[0]["kind"] == "state"
 
 
+def test_a_read_only_plane_stops_an_erase_before_anything_is_removed_and_still_lists(
+    filled: Files, admin: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The affect plane on a database that takes no write (a standby): an empty transaction
+    passes there, so the erase must try a real write before it removes anything."""
+    memory_url, affect_url = postgres_schema("ro_memory"), postgres_schema("ro_affect")
+    for url in (memory_url, affect_url):  # both planes into each; one of each is used
+        moved = admin("migrate", "--to", url)
+        assert moved.code == 0, moved.err
+    read_only = affect_url.replace("options=", "options=-cdefault_transaction_read_only%3Don%20")
+    monkeypatch.setenv("RATATOSKR_MEMORY_DB", memory_url)
+    monkeypatch.setenv("RATATOSKR_AFFECT_DB", read_only)
+    before = admin("explore", "memory", "--facet", "tenant", "--json").json()["buckets"]
+    ran = admin("erase", "--scope", "tenant=acme", "--yes")
+    assert ran.code == 2
+    assert "nothing was erased: the affect plane cannot take a write now" in ran.err, ran.err
+    assert admin("explore", "memory", "--facet", "tenant", "--json").json()["buckets"] == before
+    # a read-only plane still pages through its records, cursor after cursor
+    seen: list[str] = []
+    cursor: list[str] = []
+    while True:
+        page = admin("list", "affect", "--limit", "30", *cursor, "--json")
+        assert page.code == 0, page.err
+        seen += [r["id"] for r in page.json()["records"]]
+        if page.json()["next_cursor"] is None:
+            break
+        cursor = ["--cursor", page.json()["next_cursor"]]
+    assert len(seen) == len(set(seen)) == 100
+
+
 def _settings(url: str) -> Any:
     return load_settings(
         {
