@@ -14,7 +14,13 @@ from collections.abc import Callable
 
 import apsw
 
-from ratatoskr.sqlite.database import Database, DatabaseSettings, Migration, SchemaError
+from ratatoskr.sqlite.database import (
+    Database,
+    DatabaseSettings,
+    Migration,
+    SchemaError,
+    marked_plane,
+)
 
 PRUNE_EVERY = 256
 
@@ -47,6 +53,7 @@ class JtiLedger:
         settings: DatabaseSettings | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
+        _refuse_plane_file(path)  # before the schema is read: a plane's is newer than a ledger's
         self.db = Database(path, MIGRATIONS, settings)
         self.clock = clock
         self._claims = 0
@@ -114,6 +121,21 @@ class JtiLedger:
         self.db.close()
 
 
+def _refuse_plane_file(path: str) -> None:
+    """``SchemaError`` naming a plane file given as the ledger (``--jti-db data/memory.db``):
+    its schema version is past the ledger's, which would otherwise be reported as a ledger
+    too new for this ratatoskr ("upgrade ratatoskr"), the wrong advice."""
+    if path in (":memory:", "") or not os.path.isfile(path):
+        return
+    marked = marked_plane(path)
+    if marked is not None:
+        raise SchemaError(_not_a_ledger(marked))
+
+
+def _not_a_ledger(plane: str) -> str:
+    return f"the file is the {plane} plane's database, not a jti ledger"
+
+
 def _require_ledger(db: Database) -> None:
     """``SchemaError`` for a file that is not a ledger (a plane file put in its place, as a
     restore or a copy can): every mutating call would otherwise fail on it."""
@@ -125,7 +147,7 @@ def _require_ledger(db: Database) -> None:
         if "ratatoskr_meta" in tables:
             marked = conn.execute(_PLANE_MARK).fetchall()
     if marked:
-        raise SchemaError(f"the file is the {marked[0][0]} plane's database, not a jti ledger")
+        raise SchemaError(_not_a_ledger(str(marked[0][0])))
     raise SchemaError("the file is not a jti ledger (it has no jti_ledger table)")
 
 
