@@ -170,7 +170,13 @@ class PgAdmin(RecordAdmin):
 
     def check(self) -> list[str]:
         def look(conn: Conn) -> list[str]:
-            problems: list[str] = []
+            problems = [
+                f"schema: table {name} is missing"
+                for name in self._tables()
+                if conn.execute("SELECT to_regclass(%s)", (name,)).fetchone() == (None,)
+            ]
+            if problems:  # the checks below would read the missing table
+                return problems
             version = current_version(conn, self.db.component)
             if version != self.db.latest_version:
                 problems.append(

@@ -300,6 +300,13 @@ class PgDatabase:
                         "lock timeout; retry"
                     ) from None
                 time.sleep(pause)
+            except (psycopg.errors.UndefinedTable, psycopg.errors.UndefinedColumn) as exc:
+                # a table or column dropped behind the store's back: the operator's to mend
+                what = exc.diag.message_primary or "a table or column is missing"
+                raise Unavailable(
+                    f"store unavailable: the database lacks what this build needs ({what}); "
+                    "ratatoskr admin check lists what is missing"
+                ) from None
             except psycopg.errors.ProgramLimitExceeded:
                 # a value past one of PostgreSQL's own limits (an index row over 2,704
                 # bytes): the call's, not an outage, and the same call again fails again

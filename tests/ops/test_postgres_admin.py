@@ -183,6 +183,27 @@ def test_a_read_only_plane_stops_an_erase_before_anything_is_removed_and_still_l
     assert len(seen) == len(set(seen)) == 100
 
 
+def test_check_names_a_dropped_table_and_the_other_commands_say_it_is_missing(
+    filled: Files, url: str, admin: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert admin("migrate", "--to", url).code == 0
+    memory = cast(PgMemoryStore, open_memory(url, embedding_dim=DIM))
+    try:
+        memory.db.write(lambda conn: conn.execute("DROP TABLE memory_idempotency"))
+    finally:
+        memory.close()
+    monkeypatch.setenv("RATATOSKR_MEMORY_DB", url)
+    monkeypatch.setenv("RATATOSKR_AFFECT_DB", url)
+    checked = admin("check", "--json")
+    assert checked.code == 1
+    problems = checked.json()["planes"]["memory"]["problems"]
+    assert problems == ["schema: table memory_idempotency is missing"]
+    for command in (["stats"], ["prune"], ["erase", "--scope", "tenant=acme", "--yes"]):
+        ran = admin(*command)
+        assert ran.code == 2 and "Traceback" not in ran.err, (command, ran.err)
+        assert 'relation "memory_idempotency" does not exist' in ran.err, (command, ran.err)
+
+
 def _settings(url: str) -> Any:
     return load_settings(
         {
