@@ -20,7 +20,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from ratatoskr.cli import admin_migrate
 from ratatoskr.cli import admin_output as show
-from ratatoskr.core.filters import FACETS, PLANES, Filter
+from ratatoskr.core.filters import AFFECT, FACETS, MEMORY, PLANES, Filter
+from ratatoskr.core.locations import AFFECT_DB_ENV, MEMORY_DB_ENV
 from ratatoskr.ops import explore as explore_ops
 from ratatoskr.ops import forget as forget_ops
 from ratatoskr.ops import importer, listing, maintenance
@@ -30,6 +31,7 @@ from ratatoskr.ops.stores import STORE_ERRORS, Paths, Stores
 from ratatoskr.sqlite.replica import REPLICA_URL_ENV, replica_settings_from_env
 
 Handler = Callable[[argparse.Namespace, Stores], int]
+_PLANE_ENVS = {MEMORY: MEMORY_DB_ENV, AFFECT: AFFECT_DB_ENV}
 _ALL_FACETS = sorted({f for facets in FACETS.values() for f in facets})
 
 
@@ -187,6 +189,11 @@ def _confirm(
             note = "dry run: nothing removed."
         else:
             note = "nothing removed: add --yes to remove these records."
+        for plane, location in report.get("not_examined", {}).items():
+            note += (
+                f"\nnot examined: the {plane} plane (no database at {location}; "
+                f"--{plane}-db or {_PLANE_ENVS[plane]} names it if it is elsewhere)."
+            )
         show.render_counts(title if removed else f"{title} (would remove)", report["planes"], note)
     return 0 if removed or args.dry_run else 1
 

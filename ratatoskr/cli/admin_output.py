@@ -132,7 +132,7 @@ def render_counts(title: str, planes: dict[str, dict[str, Any]], note: str) -> N
             label = "idempotency entries" if kind == "idempotency" else kind
             table.add_row(plane, label, f"{count:,}")
     print_table(out, table)
-    out.print(note)
+    out.print(note, soft_wrap=True)
 
 
 def _bytes(n: int) -> str:

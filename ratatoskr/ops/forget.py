@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ratatoskr.core.errors import Unavailable
-from ratatoskr.core.filters import Filter, check_scope, check_selection
+from ratatoskr.core.filters import PLANES, Filter, check_scope, check_selection
 from ratatoskr.ops.stores import STORE_ERRORS, PlaneStore, Stores
 
 
@@ -61,12 +61,17 @@ def erase(stores: Stores, scope: dict[str, str], *, dry_run: bool = False) -> di
     The planes are separate files (or databases), so one transaction cannot hold both:
     every plane is first asked to take a write (``ready_to_write``), so a plane that is
     locked, read-only or unreachable stops the erase before anything is removed. One that
-    fails after that raises ``EraseIncomplete`` with what the other removed."""
+    fails after that raises ``EraseIncomplete`` with what the other removed.
+
+    A plane with no database at its default location is not examined (``Stores.present``);
+    ``not_examined`` names each such plane with where it was looked for, so the report never
+    reads as the subject gone from both planes when one was not looked at."""
     if not scope:
         raise ValueError("refusing an empty scope: erase would remove everything")
     check_scope(scope)
     report: dict[str, Any] = {"scope": dict(sorted(scope.items())), "planes": {}}
     planes = stores.present()
+    report["not_examined"] = {p: stores.paths.shown(p) for p in PLANES if p not in planes}
     if not dry_run:
         for plane in planes:
             try:
