@@ -12,7 +12,8 @@ the affect cursor secret).
   unexpired entries of the jti ledgers go in first, so a token used before the move is
   refused after it.
 - At the end each plane is checked: the count and a SHA-256 over every stored value, read
-  from the file and from PostgreSQL, must be equal; a difference is an error (exit 1).
+  from the file and from PostgreSQL, must be equal; a difference is an error (exit 1), and
+  the plane stays marked unfinished.
 
 Stop the servers writing the files first (a write during the copy would be missed); the
 copy reads each file in one snapshot per run.
@@ -147,6 +148,9 @@ def _copy_plane(
                 progress(plane, len(rows))
 
     def finish(conn: Conn) -> None:
+        # the file's entries replace any there: those of a run that finished before, whose
+        # end check failed, so that this one is run again
+        conn.execute(f"DELETE FROM {plane}_idempotency")
         if plane == MEMORY:
             memory_transfer.copy_idempotency(conn, lite)
         else:
@@ -213,6 +217,12 @@ def migrate(stores: Stores, target: str, *, progress: Progress | None = None) ->
                     copied = _copy_plane(lite, pg, plane, sources[plane], progress)
                 (count, want), (got_count, got) = _digests(lite, pg.db, plane)
             same = count == got_count and want == got
+            if not same:  # a copy that differs stays unfinished: serve and check refuse it
+                pg.db.write(
+                    lambda conn, plane=plane: conn.execute(
+                        f"UPDATE {MARKER} SET done = false WHERE plane = %s", (plane,)
+                    )
+                )
             out["planes"][plane] = {
                 "source": sources[plane],
                 "copied": copied,

@@ -24,7 +24,7 @@ from ratatoskr.memory.store import open_memory_store
 from ratatoskr.ops import migrate as migrate_ops
 from ratatoskr.ops.locations import open_affect, open_ledger, open_memory
 from ratatoskr.ops.stores import Paths, Stores
-from ratatoskr.postgres.probe import component_version
+from ratatoskr.postgres.probe import component_version, unfinished_migrations
 from ratatoskr.server.app import check_stores
 from ratatoskr.server.settings import SettingsError, load_settings
 from ratatoskr.sqlite.jti import JtiLedger, ledger_beside
@@ -113,6 +113,37 @@ def test_a_stopped_migration_resumes_after_its_last_batch(files: Files, url: str
         assert pg_memory.record_counts() == {"chunk": 2500}
     finally:
         pg_memory.close()
+
+
+def test_a_migration_whose_check_fails_stays_unfinished(files: Files, url: str) -> None:
+    """A copy that differs from its source (here a row removed from the target between two
+    batches) fails the end check, and the database stays marked unfinished: ``serve``
+    and ``admin check`` refuse it, not only the run that found it."""
+    memory = open_memory_store(str(files.memory), embedding_dim=DIM)
+    records = chunks(1500)
+    for start in range(0, len(records), 500):
+        memory.upsert_many(records[start : start + 500], idempotency_key=f"b{start}", ctx=CTX)
+    memory.close()
+    target = cast(PgMemoryStore, open_memory(url, embedding_dim=DIM))
+
+    def lose_a_row(plane: str, rows: int) -> None:
+        target.db.write(
+            lambda conn: conn.execute(
+                "DELETE FROM memory_chunks WHERE ctid = (SELECT min(ctid) FROM memory_chunks)"
+            )
+        )
+
+    paths = Paths(str(files.memory), str(files.affect))
+    try:
+        with Stores(paths) as stores:
+            report = migrate_ops.migrate(stores, url, progress=lose_a_row)
+    finally:
+        target.close()
+    assert report["ok"] is False and report["planes"]["memory"]["checked"] is False
+    assert unfinished_migrations(url) == ["memory"]
+    with Stores(paths) as stores:  # run again: the same difference, still unfinished
+        assert migrate_ops.migrate(stores, url)["ok"] is False
+    assert unfinished_migrations(url) == ["memory"]
 
 
 def test_every_admin_command_works_against_urls(
