@@ -21,6 +21,7 @@ from ratatoskr.console import audit, planes, values
 from ratatoskr.console.render import page
 from ratatoskr.console.state import Console, Refused, read_form
 from ratatoskr.console.targets import Counted, Target, plane_of
+from ratatoskr.core.filters import PLANES
 from ratatoskr.core.scope import AXES
 from ratatoskr.ops import forget as forget_ops
 from ratatoskr.ops import listing
@@ -115,7 +116,7 @@ def _forget_context(target: Target, counted: Counted) -> dict[str, Any]:
     return {
         "action": "/forget",
         "what": "forget",
-        "title": target.title,
+        "title": target.title(counted),
         "planes": {target.plane: counted.counts},
         "phrase": target.phrase,
         "phrase_hint": "the number of selected records" if target.ids else "the node's value",
@@ -161,7 +162,7 @@ async def forget(console: Console, request: Request) -> Response:
         "removed.html",
         console.context(
             request,
-            title=target.title,
+            title=target.title(counts),
             planes={target.plane: counts.counts},
             after_href=target.after_href(),
             warnings=[],
@@ -177,8 +178,8 @@ def _erase_context(scope: dict[str, str], report: dict[str, Any]) -> dict[str, A
     return {
         "action": "/erase",
         "what": "erase",
-        "title": Markup("subject {} from both planes").format(
-            values.pairs_html(list(scope.items()))
+        "title": Markup("subject {} from {}").format(
+            values.pairs_html(list(scope.items())), _reached(report)
         ),
         "planes": planes,
         "phrase": _subject_phrase(scope),
@@ -187,6 +188,15 @@ def _erase_context(scope: dict[str, str], report: dict[str, Any]) -> dict[str, A
         "total": _erase_total(report),
         "error": None,
     }
+
+
+def _reached(report: dict[str, Any]) -> str:
+    """The planes an erase counted (or removed from): both, or the one there (a console
+    started on one plane), or the one erased before the other failed."""
+    reached = [p for p in PLANES if p in report["planes"]]
+    if len(reached) == len(PLANES):
+        return "both planes"
+    return f"the {reached[0]} plane" if reached else "no plane"
 
 
 def _erase_total(report: dict[str, Any]) -> int:

@@ -70,11 +70,17 @@ class Target:
         from the form's other fields, never from the phrase."""
         return str(len(self.ids)) if self.ids else values.shown(self.path[-1][1])
 
-    @property
-    def title(self) -> Markup:
-        """What is removed, its values written as the tree writes them."""
+    def title(self, counted: Counted) -> Markup:
+        """What ``counted`` says is (or was) removed, its values written as the tree writes
+        them: of a selection, the records removed, not the ids ticked (one no longer at the
+        node is left out)."""
         if self.ids:
-            return Markup("{:,} selected {} record(s)").format(len(self.ids), self.plane)
+            ticked = len(self.ids)
+            if counted.total == ticked:
+                return Markup("{:,} selected {} record(s)").format(ticked, self.plane)
+            return Markup("{:,} of {:,} selected {} record(s)").format(
+                counted.total, ticked, self.plane
+            )
         return Markup("{} node {}").format(self.plane, values.pairs_html(self.path))
 
     def counts(self, store: PlaneStore, *, dry_run: bool) -> Counted:
