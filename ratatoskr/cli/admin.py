@@ -16,12 +16,14 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from ratatoskr.cli import admin_migrate
 from ratatoskr.cli import admin_output as show
 from ratatoskr.core.filters import AFFECT, FACETS, MEMORY, PLANES, Filter
 from ratatoskr.core.locations import AFFECT_DB_ENV, MEMORY_DB_ENV
+from ratatoskr.core.visible import defanged
 from ratatoskr.ops import explore as explore_ops
 from ratatoskr.ops import forget as forget_ops
 from ratatoskr.ops import importer, listing, maintenance
@@ -128,15 +130,15 @@ def _runner(handler: Handler) -> Callable[[argparse.Namespace], int]:
                         "batches": exc.batches,
                     }
                 )
-            print(f"ratatoskr admin import: {exc}", file=sys.stderr)
+            print(f"ratatoskr admin import: {defanged(str(exc))}", file=sys.stderr)
             print(
                 f"{exc.stored:,} record(s) in {exc.batches} batch(es) before it are stored; "
                 "fix the line and run the same command again to continue",
                 file=sys.stderr,
             )
             return 1
-        except (*STORE_ERRORS, OSError) as exc:
-            print(f"ratatoskr admin {args.admin_command}: {exc}", file=sys.stderr)
+        except (*STORE_ERRORS, OSError) as exc:  # a message may name a stored id
+            print(f"ratatoskr admin {args.admin_command}: {defanged(str(exc))}", file=sys.stderr)
             return 2
 
     return run
@@ -220,11 +222,11 @@ def _erase(args: argparse.Namespace, stores: Stores) -> int:
         raise ValueError("refusing an empty scope: give --scope axis=value")
     if not stores.present():
         raise ValueError("no database found (see --memory-db, --affect-db)")
-    title = f"erase {' '.join(f'{k}={v}' for k, v in scope.items())}"
+    title = f"erase {show.describe_scope(scope)}"
     try:
         report = forget_ops.erase(stores, scope, dry_run=args.dry_run or not args.yes)
     except forget_ops.EraseRefused as exc:
-        print(f"ratatoskr admin erase: {exc}", file=sys.stderr)
+        print(f"ratatoskr admin erase: {defanged(str(exc))}", file=sys.stderr)
         return 2
     except forget_ops.EraseIncomplete as exc:  # what was removed is shown, then why not all
         failed = {"plane": exc.plane, "reason": exc.reason}
@@ -234,7 +236,7 @@ def _erase(args: argparse.Namespace, stores: Stores) -> int:
             title,
             incomplete=f"the {exc.plane} plane not erased",
         )
-        print(f"ratatoskr admin erase: {exc}", file=sys.stderr)
+        print(f"ratatoskr admin erase: {defanged(str(exc))}", file=sys.stderr)
         return 2
     code = _confirm(args, report, title)
     if report["removed"] and not args.json:
@@ -328,7 +330,7 @@ def _import(args: argparse.Namespace, stores: Stores) -> int:
     )
     progress = Progress(*columns, console=show.console(stderr=True), disable=args.json)
     with progress:
-        task = progress.add_task(os.path.basename(args.file), total=total)
+        task = progress.add_task(escape(defanged(os.path.basename(args.file))), total=total)
         report = importer.import_jsonl(
             store,
             args.plane,

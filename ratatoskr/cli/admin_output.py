@@ -1,7 +1,10 @@
 """How ``ratatoskr admin`` shows results: aligned rich tables for people, JSON for scripts.
 
 Only ids, scope values, counts, sizes and paths are ever rendered here; record content
-reaches the screen through ``render_get`` alone.
+reaches the screen through ``render_get`` alone. A stored id or value is written as the
+console writes it (``core.visible``): as it is when plain, else quoted with every control,
+bidi or other invisible character escaped, so nothing a writer stored acts on the terminal;
+``--json`` prints the exact values (JSON escapes what it must).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from rich.measure import Measurement
 from rich.table import Table
 
 from ratatoskr.core.scope import AXES
+from ratatoskr.core.visible import defanged, invisible, shown
 from ratatoskr.sqlite.replica import SILENT_AFTER
 
 MAX_TABLE_WIDTH = 100_000
@@ -27,8 +31,25 @@ def console(*, stderr: bool = False) -> Console:
     return Console(stderr=stderr, highlight=False, soft_wrap=False, markup=False)
 
 
+_JSON_OPTIONS = orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS
+
+
 def emit_json(value: Any) -> None:
-    print(orjson.dumps(value, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS).decode())
+    print(orjson.dumps(value, option=_JSON_OPTIONS).decode())
+
+
+def _json_escape(char: str) -> str:
+    code = ord(char)
+    if code <= 0xFFFF:
+        return f"\\u{code:04x}"
+    code -= 0x10000
+    return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
+
+
+def _json_visible(text: str) -> str:
+    """JSON text holding the same values, with every invisible character but its own line
+    ends written as a JSON escape (one only ever stands inside a string there)."""
+    return "".join(_json_escape(c) if c != "\n" and invisible(c) else c for c in text)
 
 
 def _table(out: Console, title: str) -> Table:
@@ -57,9 +78,38 @@ def print_table(out: Console, table: Table) -> None:
 
 
 def describe_filter(flt: dict[str, Any]) -> str:
-    pairs = [f"{k}={v}" for k, v in flt.get("scope", {}).items()]
-    pairs += [f"{k}={flt[k]}" for k in ("origin", "kind") if k in flt]
+    pairs = [f"{k}={shown(v)}" for k, v in flt.get("scope", {}).items()]
+    pairs += [f"{k}={shown(flt[k])}" for k in ("origin", "kind") if k in flt]
     return " ".join(pairs) or "everything"
+
+
+def describe_scope(scope: dict[str, str]) -> str:
+    return " ".join(f"{k}={shown(v)}" for k, v in scope.items())
+
+
+_NO_HINT = "(none: the value holds a NUL, which no command line passes; --json shows it)"
+_SHELL_SHORT = {"\n": "\\n", "\r": "\\r", "\t": "\\t", "\\": "\\\\", "'": "\\'"}
+
+
+def shell_word(word: str) -> str | None:
+    """``word`` as one shell word that, pasted, gives back exactly ``word``: quoted as
+    ``shlex`` quotes when it holds nothing invisible; else in ``$'...'`` (bash, zsh, ksh,
+    busybox sh; POSIX.1-2024), each invisible character as its UTF-8 bytes in octal (three
+    digits: a digit after one is never taken into it), so the hint itself holds nothing a
+    terminal acts on. None for a word holding a NUL, which no command line can pass."""
+    if "\0" in word:
+        return None
+    if not any(invisible(c) for c in word):
+        return shlex.quote(word)
+    out: list[str] = []
+    for char in word:
+        if char in _SHELL_SHORT:
+            out.append(_SHELL_SHORT[char])
+        elif invisible(char):
+            out.extend(f"\\{b:03o}" for b in char.encode("utf-8", "surrogatepass"))
+        else:
+            out.append(char)
+    return "$'" + "".join(out) + "'"
 
 
 def render_list(page: dict[str, Any]) -> None:
@@ -78,10 +128,10 @@ def render_list(page: dict[str, Any]) -> None:
     table.add_column(extra, no_wrap=True)
     for item in records:
         row = [item["kind"]] if plane == "affect" else []
-        row.append(item["id"])
-        row += [item["scope"].get(axis, "") for axis in axes]
+        row.append(shown(item["id"]))
+        row += [shown(item["scope"][axis]) if axis in item["scope"] else "" for axis in axes]
         row.append("" if item["revision"] is None else str(item["revision"]))
-        row.append(item.get(extra) or "")
+        row.append("" if item.get(extra) is None else shown(item[extra]))
         table.add_row(*row)
     print_table(out, table)
     if page["next_cursor"]:
@@ -94,14 +144,17 @@ def render_list(page: dict[str, Any]) -> None:
 
 def render_explore(page: dict[str, Any]) -> None:
     out = console()
-    table = _table(out, f"{page['plane']} by {page['facet']} ({describe_filter(page['filter'])})")
+    title = f"{page['plane']} by {page['facet']} ({describe_filter(page['filter'])})"
+    table = _table(out, title)
     table.add_column(page["facet"], overflow="fold")
     table.add_column("count", justify="right")
     table.add_column("drill down with", overflow="fold")
     for bucket in page["buckets"]:
-        # quoted for the shell: a value is whatever a writer stored (spaces, $(...), quotes)
-        hint = f"--narrow {shlex.quote(bucket['narrow'])}"
-        table.add_row(bucket["value"], f"{bucket['count']:,}", hint)
+        # quoted for the shell: a value is whatever a writer stored (spaces, $(...), quotes,
+        # escape sequences)
+        word = shell_word(bucket["narrow"])
+        hint = _NO_HINT if word is None else f"--narrow {word}"
+        table.add_row(shown(bucket["value"]), f"{bucket['count']:,}", hint)
     print_table(out, table)
     out.print(
         f"total {page['total']:,} · missing {page['missing']:,} · "
@@ -116,8 +169,10 @@ def render_get(hits: list[dict[str, Any]], *, full: bool) -> None:
             for key in ("embedding", "vector"):
                 if isinstance(record.get(key), list):
                     record[key] = f"<{len(record[key])} numbers; --full shows them>"
-        print(f"# {hit['kind']} {hit['id']}")
-        emit_json(record)
+        print(f"# {hit['kind']} {shown(hit['id'])}")
+        # the same JSON, with what a terminal would act on (DEL, C1 controls, bidi
+        # overrides: JSON lets them through) written as \u escapes
+        print(_json_visible(orjson.dumps(record, option=_JSON_OPTIONS).decode()))
 
 
 def render_counts(title: str, planes: dict[str, dict[str, Any]], note: str) -> None:
@@ -171,7 +226,7 @@ def render_stats(report: dict[str, Any]) -> None:
     out.print(files)
     for ledger in report["jti"]:
         if "problem" in ledger:
-            out.print(f"jti ledger {ledger['path']}: {ledger['problem']}", soft_wrap=True)
+            out.print(f"jti ledger {ledger['path']}: {defanged(ledger['problem'])}", soft_wrap=True)
             continue
         sync = ledger.get("synchronous")  # PostgreSQL's durability is the server's own
         out.print(
@@ -243,8 +298,8 @@ def render_check(report: dict[str, Any]) -> None:
         if result["problems"]:
             count = len(result["problems"])
             out.print(f"{name}: {count} problem(s) in {result['path']}", soft_wrap=True)
-            for problem in result["problems"]:
-                out.print(f"  - {problem}", soft_wrap=True)
+            for problem in result["problems"]:  # a problem may name stored ids
+                out.print(f"  - {defanged(problem)}", soft_wrap=True)
         else:
             out.print(f"{name}: ok ({result['path']})", soft_wrap=True)
     out.print("check passed" if report["ok"] else "check FAILED")
