@@ -62,7 +62,7 @@ def ledger_stats(stores: Stores) -> list[dict[str, Any]]:
             out.append({"path": describe(path), "problem": str(exc)})
             continue
         if ledger is not None:
-            try:
+            try:  # one ledger that cannot be read is reported; the others still are
                 out.append(
                     {
                         "path": describe(path),
@@ -72,6 +72,8 @@ def ledger_stats(stores: Stores) -> list[dict[str, Any]]:
                         "synchronous": getattr(ledger.db.settings, "synchronous", None),
                     }
                 )
+            except STORE_ERRORS as exc:
+                out.append({"path": describe(path), "problem": f"cannot read: {exc}"})
             finally:
                 ledger.close()
     return out
@@ -89,8 +91,14 @@ def ledger_check(stores: Stores) -> list[dict[str, Any]]:
             continue
         if ledger is None:
             continue
-        try:  # a PostgreSQL ledger is a table the database checks itself
-            problems = ledger.check() if isinstance(ledger, JtiLedger) else []
+        try:  # a PostgreSQL ledger is a table the database checks itself: read it whole
+            if isinstance(ledger, JtiLedger):
+                problems = ledger.check()
+            else:
+                ledger.count()
+                problems = []
+        except STORE_ERRORS as exc:
+            problems = [f"cannot read: {exc}"]
         finally:
             ledger.close()
         out.append({"path": describe(path), "problems": problems})
@@ -130,18 +138,20 @@ def backup(
     present = _require_some(stores)
     for plane in present:  # a file that cannot be opened is refused before dest_dir is made
         stores.get(plane)
-    os.makedirs(dest_dir, exist_ok=True)
+    tokens = unexpired_tokens([_ledger_source(stores)], clock=stores.clock)  # so is a ledger
     targets = {plane: os.path.join(dest_dir, f"{plane}.db") for plane in present}
-    for target in targets.values():
-        if os.path.exists(target):
+    ledger_copy = ledger_beside(os.path.join(dest_dir, "memory.db"))
+    for target in [*targets.values(), *([ledger_copy] if tokens is not None else [])]:
+        if os.path.exists(target):  # before anything is copied
             raise ValueError(f"refusing to overwrite {target}")
+    os.makedirs(dest_dir, exist_ok=True)
     copied: dict[str, Any] = {}
     for plane, target in targets.items():
         size = stores.get(plane).backup(target)
         copied[plane] = {"path": target, "bytes": size}
         if on_copied is not None:
             on_copied(plane, size)
-    out: dict[str, Any] = {"planes": copied, "jti": _backup_ledger(stores, dest_dir)}
+    out: dict[str, Any] = {"planes": copied, "jti": _copy_ledger(tokens, ledger_copy, stores)}
     if verify:
         copy_paths = Paths(
             targets.get(MEMORY, os.path.join(dest_dir, "memory.db")),
@@ -152,17 +162,16 @@ def backup(
     return out
 
 
-def _backup_ledger(stores: Stores, dest_dir: str) -> dict[str, Any] | None:
-    """The server's jti ledger (or ``--jti-db``'s) beside the copied memory file, where a
-    server started on the copies looks for it: a token used before the backup stays used
-    on them. Its unexpired entries; None when there is no ledger yet."""
-    source = stores.paths.jti or ledger_location(stores.paths.memory)
-    entries = unexpired_tokens([source], clock=stores.clock)
+def _ledger_source(stores: Stores) -> str:
+    return stores.paths.jti or ledger_location(stores.paths.memory)
+
+
+def _copy_ledger(entries: list[Any] | None, target: str, stores: Stores) -> dict[str, Any] | None:
+    """The server's jti ledger's (or ``--jti-db``'s) unexpired ``entries`` into ``target``,
+    beside the copied memory file, where a server started on the copies looks for it: a
+    token used before the backup stays used on them. None when there is no ledger yet."""
     if entries is None:
         return None
-    target = ledger_beside(os.path.join(dest_dir, "memory.db"))
-    if os.path.exists(target):
-        raise ValueError(f"refusing to overwrite {target}")
     copy = JtiLedger(target, clock=stores.clock)
     try:
         copy.adopt(entries)

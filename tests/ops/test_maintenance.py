@@ -476,6 +476,16 @@ def test_a_backup_carries_the_used_tokens(filled: Files, admin: Any, tmp_path: P
         copied.close()
     shown = admin("backup", "--to", str(tmp_path / "again"))
     assert "jti ledger -> " in shown.out and "(1 unexpired entries)" in shown.out
+    # refused before anything is copied: a ledger copy already there, or no ledger given
+    held = tmp_path / "held"
+    held.mkdir()
+    (held / "memory.jti.db").write_bytes(b"")
+    ran = admin("backup", "--to", str(held))
+    assert ran.code == 2 and "refusing to overwrite" in ran.err
+    assert [p.name for p in held.iterdir()] == ["memory.jti.db"]
+    ran = admin("backup", "--to", str(tmp_path / "none"), "--jti-db", str(filled.memory))
+    assert ran.code == 2 and "not a jti ledger" in ran.err, ran.err
+    assert not (tmp_path / "none").exists()
 
 
 def test_a_file_in_the_ledgers_place_that_is_no_ledger_fails_check_stats_and_the_start(

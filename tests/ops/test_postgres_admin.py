@@ -24,6 +24,7 @@ from ratatoskr.memory.store import open_memory_store
 from ratatoskr.ops import migrate as migrate_ops
 from ratatoskr.ops.locations import open_affect, open_ledger, open_memory
 from ratatoskr.ops.stores import Paths, Stores
+from ratatoskr.postgres.jti import PgJtiLedger
 from ratatoskr.postgres.probe import component_version, unfinished_migrations
 from ratatoskr.server.app import check_stores
 from ratatoskr.server.settings import SettingsError, load_settings
@@ -233,6 +234,27 @@ def test_check_names_a_dropped_table_and_the_other_commands_say_it_is_missing(
         ran = admin(*command)
         assert ran.code == 2 and "Traceback" not in ran.err, (command, ran.err)
         assert 'relation "memory_idempotency" does not exist' in ran.err, (command, ran.err)
+
+
+def test_a_postgresql_ledger_whose_table_was_dropped_fails_check_and_stats_says_so(
+    filled: Files, url: str, admin: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert admin("migrate", "--to", url).code == 0
+    ledger = cast(PgJtiLedger, open_ledger(url))  # as a server makes it
+    try:
+        ledger.db.write(lambda conn: conn.execute("DROP TABLE ratatoskr_jti"))
+    finally:
+        ledger.close()
+    monkeypatch.setenv("RATATOSKR_MEMORY_DB", url)
+    monkeypatch.setenv("RATATOSKR_AFFECT_DB", url)
+    checked = admin("check", "--json")
+    assert checked.code == 1
+    (found,) = checked.json()["jti"]
+    assert any('relation "ratatoskr_jti" does not exist' in p for p in found["problems"])
+    stats = admin("stats", "--json")
+    assert stats.code == 0, stats.err
+    (shown,) = stats.json()["jti"]
+    assert 'relation "ratatoskr_jti" does not exist' in shown["problem"]
 
 
 def _settings(url: str) -> Any:
