@@ -90,6 +90,7 @@ def import_jsonl(
 ) -> dict[str, Any]:
     """Import ``path`` into ``store``; ``on_line`` gets the number of lines consumed so far."""
     kind = check_arguments(plane, kind, batch)
+    store.ready_to_write()  # a store that takes no write (read-only, mid-migration) says so
     tally = {"records": 0, "written": 0, "batches": 0, "replayed_batches": 0}
     current = _Batch([], [], [])
     ctx = CallContext(actor=ACTOR)

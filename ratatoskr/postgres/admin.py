@@ -30,6 +30,7 @@ from ratatoskr.postgres import record_sql
 from ratatoskr.postgres.database import Conn, PgDatabase
 from ratatoskr.postgres.idempotency import PgIdempotency
 from ratatoskr.postgres.migrations import current_version
+from ratatoskr.postgres.probe import MIGRATION_MARKER
 from ratatoskr.postgres.scope_sql import POSTGRES
 from ratatoskr.sqlite.database import Database
 
@@ -50,6 +51,21 @@ def meta_secret(conn: Conn, meta: str) -> bytes:
 
 
 READ_ONLY = "SELECT current_setting('transaction_read_only') = 'on' OR pg_is_in_recovery()"
+
+
+def _refuse_unfinished(conn: Conn, plane: str) -> None:
+    """An operator's write into a plane an ``admin migrate`` began and has not finished is
+    refused, as ``serve`` refuses the database: the copy's end check would then differ."""
+    if conn.execute("SELECT to_regclass(%s)", (MIGRATION_MARKER,)).fetchone() == (None,):
+        return
+    row = conn.execute(
+        f"SELECT NOT done FROM {MIGRATION_MARKER} WHERE plane = %s", (plane,)
+    ).fetchone()
+    if row is not None and row[0]:
+        raise ValueError(
+            f"the {plane} plane in this database is an unfinished admin migrate: run the "
+            "same migrate again to finish it first (nothing was changed)"
+        )
 
 
 def _read_only(conn: Conn) -> bool:
@@ -102,7 +118,11 @@ class PgAdmin(RecordAdmin):
         return self.db.read(work)
 
     def _write(self, work: Callable[[Conn], T]) -> T:
-        return self.db.write(work)
+        def guarded(conn: Conn) -> T:
+            _refuse_unfinished(conn, self.PLANE)
+            return work(conn)
+
+        return self.db.write(guarded)
 
     def _listing_codec(self) -> CursorCodec:
         codec: CursorCodec | None = getattr(self, "_codec", None)

@@ -89,7 +89,9 @@ def test_migrate_copies_everything_and_the_stores_answer_as_before(
     assert refused.code == 2 and "this migration finished earlier" in refused.err
 
 
-def test_a_stopped_migration_resumes_after_its_last_batch(files: Files, url: str) -> None:
+def test_a_stopped_migration_resumes_after_its_last_batch(
+    files: Files, url: str, admin: Any, tmp_path: Any
+) -> None:
     memory = open_memory_store(str(files.memory), embedding_dim=DIM)
     records = chunks(2500)
     for start in range(0, len(records), 500):
@@ -105,6 +107,17 @@ def test_a_stopped_migration_resumes_after_its_last_batch(files: Files, url: str
     paths = Paths(str(files.memory), str(files.affect))
     with Stores(paths) as stores, pytest.raises(Stop):
         migrate_ops.migrate(stores, url, progress=stop_after_first)
+    # meanwhile no operator's write goes into the half-copied plane (its end check would fail)
+    first = str(records[0]["id"])
+    lines = tmp_path / "more.jsonl"
+    lines.write_text('{"id": "extra", "embedding": [1, 0, 0, 0, 0, 0, 0, 0]}\n')
+    for command in (
+        ["forget", "memory", "--ids", first, "--yes"],
+        ["erase", "--scope", "tenant=acme", "--yes"],
+        ["import", "memory", str(lines)],
+    ):
+        ran = admin(*command, "--memory-db", url, "--affect-db", str(files.affect))
+        assert ran.code == 2 and "unfinished admin migrate" in ran.err, (command, ran.err)
     with Stores(paths) as stores:
         report = migrate_ops.migrate(stores, url)
     assert report["ok"] is True
