@@ -5,13 +5,13 @@ store retries; SQLite waits for its writer lock)."""
 
 from __future__ import annotations
 
-import threading
 import uuid
 from pathlib import Path
 from typing import Any
 
 from tests.affect.helpers import ctx, state
 from tests.backends import Backend
+from tests.writers import failures_of_writers
 
 WRITERS = 16
 STORES = 4  # each with its own connections, as the workers of a server
@@ -25,28 +25,14 @@ def test_concurrent_blind_puts_on_the_same_records_all_succeed(
     location = backend.fresh(tmp_path, "affect")
     stores = [backend.affect(location) for _ in range(STORES)]
     try:
-        failures: list[BaseException] = []
-        start = threading.Barrier(WRITERS)
 
-        def write(n: int) -> None:
-            start.wait()
-            for i in range(WRITES):
-                records = [state(sid, writer=n, write=i) for sid in IDS]
-                if n % 2:
-                    records.reverse()  # the other order too: a deadlock is contention
-                try:
-                    stores[n % STORES].put_many(
-                        records, idempotency_key=uuid.uuid4().hex, ctx=ctx()
-                    )
-                except Exception as exc:  # noqa: BLE001 - every failure is the finding
-                    failures.append(exc)
+        def write(n: int, i: int) -> None:
+            records = [state(sid, writer=n, write=i) for sid in IDS]
+            if n % 2:
+                records.reverse()  # the other order too: a deadlock is contention
+            stores[n % STORES].put_many(records, idempotency_key=uuid.uuid4().hex, ctx=ctx())
 
-        threads = [threading.Thread(target=write, args=(n,)) for n in range(WRITERS)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-        assert failures == []
+        assert failures_of_writers(WRITERS, WRITES, write) == []
         found: list[dict[str, Any]] = [stores[0].get(sid, ctx=ctx()) for sid in IDS]
         assert [r["revision"] for r in found] == [WRITERS * WRITES] * len(IDS)
         # the batches were stored whole: every record holds the last batch's writer and write
