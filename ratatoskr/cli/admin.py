@@ -9,11 +9,8 @@ from __future__ import annotations
 
 import argparse
 import os
-import signal
 import sys
-import threading
 import time
-from collections.abc import Callable
 from typing import Any
 
 from rich.markup import escape
@@ -21,6 +18,12 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from ratatoskr.cli import admin_migrate
 from ratatoskr.cli import admin_output as show
+from ratatoskr.cli.admin_runner import (
+    add_command,
+    common_options,
+    filter_options,
+    selected_filter,
+)
 from ratatoskr.core.filters import AFFECT, FACETS, MEMORY, PLANES, Filter
 from ratatoskr.core.locations import AFFECT_DB_ENV, MEMORY_DB_ENV
 from ratatoskr.core.visible import defanged
@@ -28,120 +31,12 @@ from ratatoskr.ops import explore as explore_ops
 from ratatoskr.ops import forget as forget_ops
 from ratatoskr.ops import importer, listing, maintenance
 from ratatoskr.ops import restore as restore_ops
-from ratatoskr.ops.filters import parse_pairs, parse_scope
-from ratatoskr.ops.stores import STORE_ERRORS, Paths, Stores
+from ratatoskr.ops.filters import parse_scope
+from ratatoskr.ops.stores import Stores
 from ratatoskr.sqlite.replica import REPLICA_URL_ENV, replica_settings_from_env
 
-Handler = Callable[[argparse.Namespace, Stores], int]
 _PLANE_ENVS = {MEMORY: MEMORY_DB_ENV, AFFECT: AFFECT_DB_ENV}
 _ALL_FACETS = sorted({f for facets in FACETS.values() for f in facets})
-
-
-def _common() -> argparse.ArgumentParser:
-    common = argparse.ArgumentParser(add_help=False)
-    files = common.add_argument_group("files")
-    files.add_argument("--memory-db", help="file or postgresql:// URL (RATATOSKR_MEMORY_DB)")
-    files.add_argument("--affect-db", help="file or postgresql:// URL (RATATOSKR_AFFECT_DB)")
-    files.add_argument(
-        "--jti-db",
-        help="jti ledger (default: the server's, beside the memory plane or in its database)",
-    )
-    files.add_argument(
-        "--dim",
-        type=int,
-        help="memory embedding dimension for a new file (RATATOSKR_MEMORY_EMBEDDING_DIM); "
-        "an existing file knows its own",
-    )
-    common.add_argument("--json", action="store_true", help="print JSON for scripts")
-    return common
-
-
-def _filter_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--scope",
-        action="append",
-        default=[],
-        metavar="AXIS=VALUE",
-        help="keep records whose scope holds this pair (repeat; axes tenant, group, "
-        "end_user, agent_self)",
-    )
-    parser.add_argument(
-        "--narrow",
-        action="append",
-        default=[],
-        metavar="FACET=VALUE",
-        help="drill into an explore bucket (repeat): a scope axis, origin (memory) or "
-        "kind (affect: state, event)",
-    )
-
-
-def _filter(args: argparse.Namespace) -> Filter:
-    flt = Filter(scope=parse_scope(args.scope))
-    return parse_pairs(args.plane, args.narrow, flt)
-
-
-def _add(
-    sub: Any, name: str, help_: str, example: str, handler: Handler, common: argparse.ArgumentParser
-) -> argparse.ArgumentParser:
-    parser: argparse.ArgumentParser = sub.add_parser(
-        name,
-        help=help_,
-        description=help_,
-        epilog="example:\n  " + example,
-        parents=[common],
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.set_defaults(handler=_runner(handler), admin_command=name)
-    return parser
-
-
-def _end_on_sigterm() -> None:
-    """SIGTERM (``kill``, ``timeout``, a job runner) ends a command as Ctrl-C does: through
-    its cleanup, staged files removed and a child such as Litestream killed (exit 143)."""
-
-    def terminated(signum: int, _frame: object) -> None:
-        raise SystemExit(128 + signum)
-
-    if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, terminated)
-
-
-def _runner(handler: Handler) -> Callable[[argparse.Namespace], int]:
-    def run(args: argparse.Namespace) -> int:
-        _end_on_sigterm()
-        try:
-            paths = Paths.resolve(
-                os.environ,
-                memory=args.memory_db,
-                affect=args.affect_db,
-                jti=args.jti_db,
-                dim=args.dim,
-            )
-            with Stores(paths) as stores:
-                return handler(args, stores)
-        except importer.ImportFailed as exc:
-            if getattr(args, "json", False):  # what a script needs to report and resume
-                show.emit_json(
-                    {
-                        "ok": False,
-                        "error": str(exc),
-                        "line": exc.line,
-                        "stored": exc.stored,
-                        "batches": exc.batches,
-                    }
-                )
-            print(f"ratatoskr admin import: {defanged(str(exc))}", file=sys.stderr)
-            print(
-                f"{exc.stored:,} record(s) in {exc.batches} batch(es) before it are stored; "
-                "fix the line and run the same command again to continue",
-                file=sys.stderr,
-            )
-            return 1
-        except (*STORE_ERRORS, OSError) as exc:  # a message may name a stored id
-            print(f"ratatoskr admin {args.admin_command}: {defanged(str(exc))}", file=sys.stderr)
-            return 2
-
-    return run
 
 
 # -- handlers --------------------------------------------------------------------------
@@ -149,7 +44,11 @@ def _runner(handler: Handler) -> Callable[[argparse.Namespace], int]:
 
 def _list(args: argparse.Namespace, stores: Stores) -> int:
     page = listing.list_records(
-        stores.get(args.plane), args.plane, _filter(args), limit=args.limit, cursor=args.cursor
+        stores.get(args.plane),
+        args.plane,
+        selected_filter(args),
+        limit=args.limit,
+        cursor=args.cursor,
     )
     show.emit_json(page) if args.json else show.render_list(page)
     return 0
@@ -160,7 +59,7 @@ def _explore(args: argparse.Namespace, stores: Stores) -> int:
         stores.get(args.plane),
         args.plane,
         args.facet,
-        _filter(args),
+        selected_filter(args),
         limit=args.limit,
         scan_limit=args.scan_limit,
     )
@@ -201,7 +100,7 @@ def _confirm(
 
 
 def _forget(args: argparse.Namespace, stores: Stores) -> int:
-    flt: Filter | None = _filter(args)
+    flt: Filter | None = selected_filter(args)
     ids = args.ids or None
     kind = None
     if ids is not None and flt is not None:  # only a kind may narrow ids (an affect state
@@ -383,9 +282,9 @@ def register(commands: Any) -> None:
         "a server runs. Add --json for scripts.",
     )
     sub = admin.add_subparsers(dest="admin_command", metavar="ADMIN_COMMAND", required=True)
-    common = _common()
+    common = common_options()
 
-    p = _add(
+    p = add_command(
         sub,
         "list",
         "list the records a filter admits (ids, scope, revision; never content)",
@@ -394,11 +293,11 @@ def register(commands: Any) -> None:
         common,
     )
     _plane(p)
-    _filter_options(p)
+    filter_options(p)
     p.add_argument("--limit", type=int, default=listing.DEFAULT_LIST_LIMIT, help="1..500")
     p.add_argument("--cursor", help="the cursor the previous page printed")
 
-    p = _add(
+    p = add_command(
         sub,
         "explore",
         "count records per value of a facet, to drill down with --narrow",
@@ -413,7 +312,7 @@ def register(commands: Any) -> None:
         choices=_ALL_FACETS,
         help="tenant, group, end_user, agent_self; origin (memory); kind (affect)",
     )
-    _filter_options(p)
+    filter_options(p)
     p.add_argument("--limit", type=int, default=explore_ops.DEFAULT_BUCKETS, help="buckets, 1..500")
     p.add_argument(
         "--scan-limit",
@@ -422,7 +321,7 @@ def register(commands: Any) -> None:
         help="1..50,000 (counts are exact here: aggregated in SQL)",
     )
 
-    p = _add(
+    p = add_command(
         sub,
         "get",
         "print whole records by id, in the order named (shows content)",
@@ -434,7 +333,7 @@ def register(commands: Any) -> None:
     p.add_argument("ids", nargs="+", metavar="ID", help=f"1..{listing.MAX_GET_IDS} ids")
     p.add_argument("--full", action="store_true", help="print embeddings too")
 
-    p = _add(
+    p = add_command(
         sub,
         "forget",
         "remove records of one plane by id or by a non-empty filter",
@@ -446,11 +345,11 @@ def register(commands: Any) -> None:
     p.add_argument(
         "--ids", nargs="+", metavar="ID", help="remove these ids (--narrow kind=K: of that kind)"
     )
-    _filter_options(p)
+    filter_options(p)
     p.add_argument("--dry-run", action="store_true", help="only count")
     p.add_argument("--yes", action="store_true", help="really remove")
 
-    p = _add(
+    p = add_command(
         sub,
         "erase",
         "erase a subject from both planes, leaving no trace in the files",
@@ -462,7 +361,7 @@ def register(commands: Any) -> None:
     p.add_argument("--dry-run", action="store_true", help="only count")
     p.add_argument("--yes", action="store_true", help="really erase")
 
-    _add(
+    add_command(
         sub,
         "stats",
         "records, file sizes, caches and schema per plane",
@@ -470,7 +369,7 @@ def register(commands: Any) -> None:
         _stats,
         common,
     )
-    _add(
+    add_command(
         sub,
         "check",
         "integrity, schema, chunk/vector consistency; exit 1 on a problem",
@@ -479,7 +378,7 @@ def register(commands: Any) -> None:
         common,
     )
 
-    p = _add(
+    p = add_command(
         sub,
         "backup",
         "consistent online copies of both files (then checked)",
@@ -490,7 +389,7 @@ def register(commands: Any) -> None:
     p.add_argument("--to", required=True, metavar="DIR")
     p.add_argument("--no-verify", action="store_true", help="skip checking the copies")
 
-    p = _add(
+    p = add_command(
         sub,
         "restore",
         "restore both planes (and the jti ledger) from a Litestream replica, then check them",
@@ -509,7 +408,7 @@ def register(commands: Any) -> None:
     )
     p.add_argument("--force", action="store_true", help="replace files that exist")
 
-    _add(
+    add_command(
         sub,
         "prune",
         "drop expired idempotency and jti entries",
@@ -518,7 +417,7 @@ def register(commands: Any) -> None:
         common,
     )
 
-    p = _add(
+    p = add_command(
         sub,
         "import",
         "load a JSON-lines file in batches (rerun to resume after a failure)",
@@ -538,7 +437,7 @@ def register(commands: Any) -> None:
         "--batch", type=int, default=importer.DEFAULT_BATCH, help="records per call, 1..1000"
     )
 
-    p = _add(
+    p = add_command(
         sub,
         "ui",
         "a local web console: explore, drill down, open a record, forget and erase",
@@ -554,5 +453,7 @@ def register(commands: Any) -> None:
         help="allow a host other machines can reach (plain HTTP: prefer an SSH tunnel)",
     )
     p.add_argument("--operator", help="who the audit log names (default: your login name)")
-    p = _add(sub, "migrate", admin_migrate.HELP, admin_migrate.EXAMPLE, admin_migrate.run, common)
+    p = add_command(
+        sub, "migrate", admin_migrate.HELP, admin_migrate.EXAMPLE, admin_migrate.run, common
+    )
     admin_migrate.add_arguments(p)
