@@ -12,6 +12,7 @@ failure reason, record kind), never ids, actors or content.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import TypeVar
 
@@ -241,6 +242,10 @@ def mark_process_dead(pid: int) -> None:
         prom_multiprocess.mark_process_dead(pid, path)  # type: ignore[no-untyped-call]
 
 
+# prometheus_client's sample files, ``<type>[_<gauge mode>]_<pid>.db``: all a wipe removes
+SAMPLE_FILE = re.compile(r"(counter|histogram|summary|gauge_[a-z]+)_\d+\.db")
+
+
 def wipe_multiprocess_dir() -> None:
     """gunicorn's ``on_starting``: samples of a previous run must not be summed into this one."""
     path = multiprocess_dir()
@@ -248,5 +253,5 @@ def wipe_multiprocess_dir() -> None:
         return
     os.makedirs(path, exist_ok=True)
     for name in os.listdir(path):
-        if name.endswith(".db"):
+        if SAMPLE_FILE.fullmatch(name):  # never another file: the directory may hold others
             os.unlink(os.path.join(path, name))
