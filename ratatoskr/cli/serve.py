@@ -12,6 +12,7 @@ import dataclasses
 import logging
 import os
 import shutil
+import stat
 import sys
 from typing import Any
 
@@ -47,11 +48,16 @@ def dev_key_banner(path: str, generated: bool, url: str | None = None) -> str:
     example call must name it (not the default port)."""
     what = "generated a development key in" if generated else "using the development key in"
     where = f" --url {url}" if url is not None else ""
-    return (
-        f"ratatoskr: {what} {path} (mode 0600; set RATATOSKR_HEIMDALL_KEY_FILE in "
-        f"production)\nratatoskr: try, in a second shell from this directory: "
-        f"{cli_command()} {EXAMPLE}{where}"
+    mode = stat.S_IMODE(os.stat(path).st_mode)
+    lines = [
+        f"ratatoskr: {what} {path} (mode {mode:04o}; set RATATOSKR_HEIMDALL_KEY_FILE in production)"
+    ]
+    if mode & 0o077:  # anyone who can read it can mint tokens for every scope
+        lines.append(f"ratatoskr: warning: other users can read the key: chmod 600 {path}")
+    lines.append(
+        f"ratatoskr: try, in a second shell from this directory: {cli_command()} {EXAMPLE}{where}"
     )
+    return "\n".join(lines)
 
 
 def run(args: argparse.Namespace) -> int:

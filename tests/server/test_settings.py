@@ -12,6 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from ratatoskr.cli.serve import dev_key_banner
 from ratatoskr.memory.store import open_memory_store
 from ratatoskr.server.settings import SettingsError, load_settings
 from tests.server.harness import Server, clean_env, free_port
@@ -264,3 +265,18 @@ def test_serve_refuses_a_bad_replica_url_naming_the_setting(tmp_path: Path) -> N
     assert done.returncode == 2
     assert "RATATOSKR_REPLICA_URL" in done.stderr
     assert "secret-path-31" not in done.stderr + done.stdout
+
+
+def test_the_key_banner_says_the_key_files_mode_and_warns_when_others_can_read_it(
+    tmp_path: Path,
+) -> None:
+    key_file = tmp_path / "heimdall.key"
+    key_file.write_text("ab" * 32)
+    key_file.chmod(0o600)
+    banner = dev_key_banner(str(key_file), generated=False)
+    assert "(mode 0600;" in banner and "warning" not in banner
+    key_file.chmod(0o644)
+    banner = dev_key_banner(str(key_file), generated=False)
+    assert "(mode 0644;" in banner
+    assert f"warning: other users can read the key: chmod 600 {key_file}" in banner
+    assert "ab" * 32 not in banner
