@@ -38,7 +38,7 @@ def _serve_one(plane: str, argv: list[str]) -> int:
         settings = load_settings(generate_dev_key=True)
         if settings.replica is not None:
             raise SettingsError("RATATOSKR_REPLICA_URL: replication runs under ratatoskr serve")
-        check_stores(settings, (plane,))
+        settings = check_stores(settings, (plane,))
     except SettingsError as exc:
         print(f"ratatoskr-{plane}-provider: {exc}", file=sys.stderr)
         return 2

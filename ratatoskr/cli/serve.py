@@ -83,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
         settings = dataclasses.replace(
             settings, **{k: v for k, v in overrides.items() if v is not None}
         )
-        check_stores(settings)
+        settings = check_stores(settings)
         check_port_free(settings.host, settings.port)
     except SettingsError as exc:
         release_multiproc_dir()

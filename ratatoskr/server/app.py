@@ -11,6 +11,7 @@ same way, with the same metrics, store threads and probes.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
@@ -100,13 +101,18 @@ def open_stores(settings: Settings, planes: Sequence[str]) -> OpenStores:
     return opened
 
 
-def check_stores(settings: Settings, planes: Sequence[str] = PLANES) -> None:
-    """Open and close every store once, so a bad file fails the start, naming its setting.
+def check_stores(settings: Settings, planes: Sequence[str] = PLANES) -> Settings:
+    """Open and close every store once, so a bad file fails the start, naming its setting;
+    returns the settings to open them with from then on: files that must exist.
 
     ``serve`` runs this in the gunicorn master: a worker that cannot boot would only say so
     in its own traceback. It creates the jti ledger as well, so no two workers create it. A
     database an ``admin migrate`` has only half filled is refused: served, it would answer
-    from half the records, and the migration could not finish over the writes.
+    from half the records, and the migration could not finish over the writes. Once the
+    files are made, a worker (a replacement for one killed, too) must not make another: a
+    file missing then is one an operator moved away, and a new empty one in its place would
+    answer nothing and take writes the restored file would lose, so it is refused (503,
+    ``down``) until the file is back.
     """
     for name in planes:
         setting = MEMORY_DB_ENV if name == "memory" else AFFECT_DB_ENV
@@ -154,6 +160,14 @@ def check_stores(settings: Settings, planes: Sequence[str] = PLANES) -> None:
         raise SettingsError(
             f"{setting}: the jti ledger beside it cannot be opened ({type(exc).__name__})"
         ) from None
+    return existing_files_only(settings)
+
+
+def existing_files_only(settings: Settings) -> Settings:
+    """``settings`` whose SQLite stores open only files that exist (``check_stores``)."""
+    return dataclasses.replace(
+        settings, database=dataclasses.replace(settings.database, create_files=False)
+    )
 
 
 class _WireHolder:

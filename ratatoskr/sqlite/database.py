@@ -111,6 +111,10 @@ class DatabaseSettings:
     app_checkpoints: bool = field(default_factory=lambda: not replication_configured())
     # replication lag (seconds) past which health is degraded; None: not replicated
     replica_max_lag: float | None = None
+    # False: a missing file is not created but refused (``MISSING``, 503), as a server's
+    # workers open theirs once its master has checked (and created) every store: a worker
+    # replaced while an operator has moved the file away must not serve an empty new one
+    create_files: bool = True
 
     def __post_init__(self) -> None:
         mode = self.synchronous.upper()
@@ -150,6 +154,10 @@ VEC_CANNOT_GROW = "Could not insert a new vector chunk"
 # free bytes on the disk past which a full database is its size cap's doing, not the disk's
 CAP_NOT_DISK_FREE = 64 << 20
 CAP_REACHED = "the database reached its size cap (RATATOSKR_SQLITE_MAX_DB_BYTES)"
+
+
+# why a store that must not create its file cannot open it
+MISSING = "database file is missing"
 
 
 def _unavailable(reason: str) -> Unavailable:
@@ -206,10 +214,15 @@ class Database:
         s = self.settings
         if not self.in_memory and s.background_checkpoint and s.app_checkpoints:
             self.checkpointer = Checkpointer(lambda: self._connect(create=False, register=False))
+        create = self.in_memory or self.settings.create_files
         try:
-            first = self._connect()
+            first = self._connect(create=create)
         except apsw.NotADBError:
             raise SchemaError("the file is not a SQLite database") from None
+        except apsw.CantOpenError:
+            if create or os.path.exists(path):
+                raise
+            raise _unavailable(MISSING) from None
         self.identity = None if self.in_memory else FileIdentity.of(path)
         self._shared = first if self.in_memory else None
         if not self.in_memory:
@@ -257,8 +270,8 @@ class Database:
             return self._shared
         conn: apsw.Connection | None = getattr(self._local, "conn", None)
         if conn is None:
-            try:
-                conn = self._connect()
+            try:  # the file exists since the first connection: never create another
+                conn = self._connect(create=False)
             except UNAVAILABLE_ERRORS as exc:
                 raise _unavailable(self._reason(exc)) from None
             self._local.conn = conn
