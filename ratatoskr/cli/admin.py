@@ -198,7 +198,15 @@ def _restore(args: argparse.Namespace, stores: Stores) -> int:
     except restore_ops.RestoreFailed as exc:
         print(f"ratatoskr admin restore: {exc}", file=sys.stderr)
         return 2
-    report["check"] = maintenance.check(stores)
+    try:
+        report["check"] = maintenance.check(stores)
+    except (KeyboardInterrupt, SystemExit):  # stopped during the check: say what is there
+        print(
+            "ratatoskr admin restore: the restored files are in place; the check was stopped "
+            "before it finished: run ratatoskr admin check",
+            file=sys.stderr,
+        )
+        raise
     show.emit_json(report) if args.json else show.render_restore(report)
     return 0 if report["check"]["ok"] else 1
 

@@ -23,8 +23,11 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import signal
 import subprocess
+import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -56,6 +59,27 @@ from ratatoskr.sqlite.replica import (
 
 RESTORE_TIMEOUT = 3600
 SIDECARS = ("", "-wal", "-shm", "-journal")
+LITESTREAM_PART = ".tmp"  # Litestream writes its -o file under this suffix, then renames it
+
+
+def _temporary(target: Target) -> str:
+    """Where ``target`` is restored before it is put in place: beside it, hidden."""
+    return os.path.join(os.path.dirname(target.path), f".{os.path.basename(target.path)}.restoring")
+
+
+@contextlib.contextmanager
+def _signals_held() -> Iterator[None]:
+    """SIGINT and SIGTERM held back (delivered after) while the restored files are renamed
+    into place, so a stop never leaves some of them in place and not the others."""
+    held = {signal.SIGINT, signal.SIGTERM}
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, held)
 
 
 class RestoreRefused(ValueError):
@@ -174,13 +198,15 @@ class Restorer:
                 result = self._stage(target, when)
                 if result is not None:
                     staged[target.name] = (target, *result)
-            for target, temporary, _ in staged.values():
-                self._replace(target, temporary)
+            # all in place or none: a stop (Ctrl-C, SIGTERM) waits for the renames
+            with _signals_held():
+                for target, temporary, _ in staged.values():
+                    self._replace(target, temporary)
         finally:
-            for _, temporary, _ in staged.values():
-                for suffix in SIDECARS:
+            for target in self.targets:  # the staged ones and one stopped while staging
+                for suffix in (*SIDECARS, LITESTREAM_PART):
                     with contextlib.suppress(FileNotFoundError):
-                        os.unlink(temporary + suffix)
+                        os.unlink(_temporary(target) + suffix)
         files = {name: info for name, (_, _, info) in staged.items()}
         for target, _, info in staged.values():
             info["replicated_at"] = self._replicated_at(target, info["txid"])
@@ -195,10 +221,8 @@ class Restorer:
     def _stage(self, target: Target, when: str | None) -> tuple[str, dict[str, Any]] | None:
         """Restore ``target`` under a temporary name beside it: (that name, its summary)."""
         os.makedirs(os.path.dirname(target.path), exist_ok=True)
-        temporary = os.path.join(
-            os.path.dirname(target.path), f".{os.path.basename(target.path)}.restoring"
-        )
-        for suffix in SIDECARS:
+        temporary = _temporary(target)
+        for suffix in (*SIDECARS, LITESTREAM_PART):
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(temporary + suffix)
         source = replica_url_for(self.url, target.name)

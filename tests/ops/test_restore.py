@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from ratatoskr.memory.store import open_memory_store
-from ratatoskr.ops.restore import Restorer
+from ratatoskr.ops.restore import Restorer, Target
 from ratatoskr.ops.stores import Paths
 from ratatoskr.server.replication import litestream_config, replicated_files
 from ratatoskr.sqlite.jti import JtiLedger
@@ -89,6 +89,33 @@ def test_restore_brings_back_both_planes_and_the_ledger_then_checks_them(
     assert report["check"]["ok"]
     for info in report["files"].values():
         assert len(info["txid"]) == 16 and info["bytes"] > 0 and info["replicated_at"]
+
+
+def test_a_restore_stopped_while_it_restores_a_file_leaves_nothing_behind(
+    filled: Files, replica: str
+) -> None:
+    """Stopped (Ctrl-C, SIGTERM) during the second file: the first, restored beside its
+    target, and what Litestream was writing for the second (its ``.tmp``) are removed."""
+    lose_the_disk(filled)
+
+    class StoppedOnTheSecond(Restorer):
+        calls = 0
+
+        def _restore(
+            self, target: Target, output: str, when: str | None
+        ) -> subprocess.CompletedProcess[str]:
+            self.calls += 1
+            if self.calls == 2:
+                Path(output + ".tmp").write_bytes(b"part of a file")  # Litestream's own
+                raise KeyboardInterrupt
+            return super()._restore(target, output, when)
+
+    restorer = StoppedOnTheSecond(Paths(str(filled.memory), str(filled.affect)), replica)
+    with pytest.raises(KeyboardInterrupt):
+        restorer.run()
+    assert restorer.calls == 2
+    planes = (".memory", ".affect", "memory", "affect")
+    assert [p.name for p in filled.dir.iterdir() if p.name.startswith(planes)] == []
 
 
 def test_restore_refuses_files_that_exist_unless_forced(
