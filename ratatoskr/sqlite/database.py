@@ -353,6 +353,11 @@ class Database:
         with self._shared_lock if self.in_memory else self._write_lock:
             self._refuse_foreign_file(fresh=True)
             conn = self.connection()
+            if not self.in_memory and conn.readonly("main"):
+                # opened while the file could not be written (SQLite then falls back to
+                # read-only, silently): opened again, it writes if the file takes writes now
+                self._discard(conn)
+                conn = self.connection()
             try:
                 conn.execute("BEGIN IMMEDIATE")
                 try:

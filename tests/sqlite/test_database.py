@@ -148,3 +148,20 @@ def test_a_read_answers_again_as_soon_as_the_file_is_back(tmp_path: Path) -> Non
     found = store.get("a")  # at once: the standing problem is looked at again
     assert found is not None and found["revision"] == 1
     store.close()
+
+
+def test_a_connection_opened_read_only_is_opened_again_for_a_write(tmp_path: Path) -> None:
+    """SQLite opens a file it cannot write read-only without a word (a ``chmod`` or
+    ``chattr +i`` at that moment); once the file takes writes again, a write succeeds
+    rather than failing on that thread for the process's life."""
+    path = str(tmp_path / "a.db")
+    db = Database(path, [Migration(1, table_v1)])
+    stuck = apsw.Connection(path, flags=apsw.SQLITE_OPEN_READONLY)  # as the fallback leaves it
+    db._local.conn = stuck
+    assert db.connection().readonly("main")
+    with db.write() as conn:
+        conn.execute("INSERT INTO t VALUES (1)")
+    with db.read() as conn:
+        assert conn.execute("SELECT count(*) FROM t").fetchall() == [(1,)]
+    assert not db.connection().readonly("main")
+    db.close()
