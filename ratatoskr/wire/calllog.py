@@ -75,4 +75,6 @@ def log_internal_error(request_id: str, exc: BaseException) -> None:
         request_id,
         type(exc).__qualname__,
         where or "-",
+        # its own field, as on the call's other lines: a search by request id finds it
+        extra={"fields": {"request_id": request_id, "error": type(exc).__qualname__}},
     )

@@ -130,6 +130,13 @@ def test_no_content_key_or_token_in_server_output(server: Server) -> None:
     output = server.output()
     assert output.count('"event":"bifrost.call"') >= len(responses) - 2  # two never reach a plane
     assert "bifrost internal error" in output and "SQLError" in output
+    request_id = internal.headers["X-Request-ID"]
+    error_lines = [
+        line
+        for line in server.log_lines()
+        if line.get("request_id") == request_id and "internal error" in str(line["event"])
+    ]
+    assert len(error_lines) == 1 and error_lines[0]["error"] == "SQLError"
     assert '"path":"<other>"' in output  # the unknown route is logged without its path
     assert MARKER not in output
     assert TOKEN_MARKER not in output
