@@ -189,24 +189,25 @@ def _restore(args: argparse.Namespace, stores: Stores) -> int:
     if not url.strip():
         raise ValueError(f"give --from URL or set {REPLICA_URL_ENV}")
     setting = "--from" if args.source else REPLICA_URL_ENV
+    restorer: restore_ops.Restorer | None = None
     try:
         restorer = restore_ops.Restorer(stores.paths, url, setting=setting)
         report = restorer.run(timestamp=args.timestamp, force=args.force)
+        report["check"] = maintenance.check(stores)
+    except (KeyboardInterrupt, SystemExit):  # stopped: say what is there
+        if restorer is not None and restorer.placed:
+            print(
+                "ratatoskr admin restore: the restored files are in place; the check was "
+                "stopped before it finished: run ratatoskr admin check",
+                file=sys.stderr,
+            )
+        raise
     except restore_ops.RestoreRefused as exc:
         print(f"ratatoskr admin restore: {exc}", file=sys.stderr)
         return 1
     except restore_ops.RestoreFailed as exc:
         print(f"ratatoskr admin restore: {exc}", file=sys.stderr)
         return 2
-    try:
-        report["check"] = maintenance.check(stores)
-    except (KeyboardInterrupt, SystemExit):  # stopped during the check: say what is there
-        print(
-            "ratatoskr admin restore: the restored files are in place; the check was stopped "
-            "before it finished: run ratatoskr admin check",
-            file=sys.stderr,
-        )
-        raise
     show.emit_json(report) if args.json else show.render_restore(report)
     return 0 if report["check"]["ok"] else 1
 

@@ -154,6 +154,7 @@ class Restorer:
         self.targets = targets(paths)
         self.secrets = url_secrets(self.url)
         self.config_path = ""
+        self.placed = False  # whether the restored files are in place
 
     def _litestream(self, command: str, *args: str) -> subprocess.CompletedProcess[str]:
         """One Litestream command on a target's path, which the private config maps to its
@@ -202,6 +203,7 @@ class Restorer:
             with _signals_held():
                 for target, temporary, _ in staged.values():
                     self._replace(target, temporary)
+                self.placed = bool(staged)  # a stop held back until now finds them placed
         finally:
             for target in self.targets:  # the staged ones and one stopped while staging
                 for suffix in (*SIDECARS, LITESTREAM_PART):

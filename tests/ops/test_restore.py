@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import time
 from datetime import UTC, datetime
@@ -116,6 +117,31 @@ def test_a_restore_stopped_while_it_restores_a_file_leaves_nothing_behind(
     assert restorer.calls == 2
     planes = (".memory", ".affect", "memory", "affect")
     assert [p.name for p in filled.dir.iterdir() if p.name.startswith(planes)] == []
+
+
+def test_a_stop_during_the_renames_waits_until_every_file_is_in_place(
+    filled: Files, replica: str
+) -> None:
+    lose_the_disk(filled)
+
+    class StoppedWhileRenaming(Restorer):
+        def _replace(self, target: Target, temporary: str) -> None:
+            os.kill(os.getpid(), signal.SIGTERM)  # as ``kill`` would, between two renames
+            super()._replace(target, temporary)
+
+    def stop(signum: int, _frame: object) -> None:
+        raise SystemExit(128 + signum)  # what the admin commands do on SIGTERM
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        restorer = StoppedWhileRenaming(Paths(str(filled.memory), str(filled.affect)), replica)
+        with pytest.raises(SystemExit):
+            restorer.run()
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert restorer.placed
+    assert filled.memory.exists() and filled.affect.exists()
+    assert not [p.name for p in filled.dir.iterdir() if p.name.endswith((".restoring", ".tmp"))]
 
 
 def test_restore_refuses_files_that_exist_unless_forced(
