@@ -83,10 +83,14 @@ def check_replica_url(raw: str, setting: str = REPLICA_URL_ENV) -> str:
         raise ValueError(wanted)
     try:
         parts = urlsplit(url)
-    except ValueError:
-        raise ValueError(wanted) from None
+    except ValueError:  # an unclosed IPv6 bracket
+        raise ValueError(f"{setting}: the URL's host cannot be read") from None
     if parts.scheme.lower() not in SCHEMES:
         raise ValueError(wanted)
+    try:
+        parts.port  # noqa: B018 - read for the error it raises
+    except ValueError:  # Litestream would fail on it at every start, the server serving on
+        raise ValueError(f"{setting}: the URL's port is not a number in 0..65535") from None
     if parts.scheme.lower() == "file":
         # file:/dir parses as file:///dir, but Litestream's restore takes it for a config path
         three_slashes = url[len(parts.scheme) :].startswith(":///")

@@ -236,6 +236,9 @@ def test_replication_settings_and_what_they_change(tmp_path: Path) -> None:
     [
         ("RATATOSKR_REPLICA_URL", "ftp://backups/secret-path-31"),
         ("RATATOSKR_REPLICA_URL", "file://relative/secret-path-31"),
+        ("RATATOSKR_REPLICA_URL", "sftp://u:pw@host:notaport/secret-path-31"),
+        ("RATATOSKR_REPLICA_URL", "webdav://host:99999/secret-path-31"),
+        ("RATATOSKR_REPLICA_URL", "sftp://u:p@[::1/secret-path-31"),
         ("RATATOSKR_REPLICA_MAX_LAG", "0"),
         ("RATATOSKR_REPLICA_SYNC_INTERVAL_MS", "10"),
     ],
