@@ -123,6 +123,9 @@ def runner(handler: Handler) -> Callable[[argparse.Namespace], int]:
                 file=sys.stderr,
             )
             return 1
+        except BrokenPipeError:  # the reader went away (``| head``): stop, as cat does
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            return 128 + signal.SIGPIPE
         except (*STORE_ERRORS, OSError) as exc:  # a message may name a stored id
             print(f"ratatoskr admin {args.admin_command}: {defanged(str(exc))}", file=sys.stderr)
             return 2
