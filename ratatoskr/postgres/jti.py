@@ -14,8 +14,11 @@ from collections.abc import Callable
 from typing import Any
 
 import psycopg
+from psycopg_pool import PoolTimeout
 
+from ratatoskr.core.errors import Unavailable
 from ratatoskr.postgres.database import PgDatabase, PgSettings
+from ratatoskr.postgres.health import HEALTH_WAIT
 from ratatoskr.postgres.migrations import Migration
 
 PRUNE_EVERY = 256
@@ -114,6 +117,23 @@ class PgJtiLedger:
         if rows:
             self.db.write(insert)
         return len(rows)
+
+    def problem(self) -> str | None:
+        """Why a claim would fail now (the table dropped, PostgreSQL away), None when it
+        would not; every worker's connections busy is not a problem of the ledger."""
+        wait = min(HEALTH_WAIT, self.db.settings.timeout)
+        try:
+            self.db.read(
+                lambda conn: conn.execute("SELECT 1 FROM ratatoskr_jti LIMIT 1").fetchone(),
+                wait=wait,
+            )
+        except Unavailable as exc:
+            if isinstance(exc.__context__, PoolTimeout):
+                return None
+            return exc.message.removeprefix("store unavailable: ")
+        except Exception:
+            return "the ledger's table cannot be read"
+        return None
 
     def close(self) -> None:
         self.db.close()

@@ -14,6 +14,7 @@ from collections.abc import Callable
 
 import apsw
 
+from ratatoskr.core.errors import Unavailable
 from ratatoskr.sqlite.database import (
     Database,
     DatabaseSettings,
@@ -116,6 +117,25 @@ class JtiLedger:
         with self.db.read() as conn:
             found = [str(row[0]) for row in conn.execute("PRAGMA quick_check")]
         return [] if found == ["ok"] else [f"quick_check: {line}" for line in found[:20]]
+
+    def problem(self) -> str | None:
+        """Why a claim would fail now (the file gone, replaced, damaged, unreadable, or a
+        write of this process failed for the file itself), None when it would not; for
+        health and readiness: every mutating call needs the ledger."""
+        problem = self.db.file_problem()
+        if problem is not None:
+            return problem
+        failure = self.db.last_write_failure
+        if failure is not None and failure.unusable:
+            return f"a write failed: {failure.reason}"
+        try:
+            with self.db.read() as conn:
+                conn.execute("SELECT 1 FROM jti_ledger LIMIT 1").fetchall()
+        except Unavailable as exc:
+            return exc.message.removeprefix("store unavailable: ")
+        except apsw.Error:
+            return "the ledger cannot be read"
+        return None
 
     def close(self) -> None:
         self.db.close()

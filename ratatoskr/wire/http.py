@@ -16,6 +16,7 @@ goes out at once and the connection is closed, so a flood never holds unbounded 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import re
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -40,6 +41,7 @@ from ratatoskr.core.errors import (
     PayloadTooLarge,
     RequestTimeout,
     TokenReplayed,
+    Unavailable,
     UnknownPlane,
     UnknownRoute,
     UnsupportedMediaType,
@@ -62,8 +64,8 @@ from ratatoskr.wire.envelope import (
     success_body,
 )
 from ratatoskr.wire.observer import CallObserver
-from ratatoskr.wire.plane import DEFERRED, Plane, Verb
-from ratatoskr.wire.replay import ReplayGuard
+from ratatoskr.wire.plane import DEFERRED, LEDGER_DOWN, Plane, Verb
+from ratatoskr.wire.replay import CheckedGuard, ReplayGuard
 from ratatoskr.wire.tokens import BodyDigest, TokenVerifier, VerifiedToken
 
 DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024
@@ -123,7 +125,11 @@ class WireEndpoints:
             raise ValueError("max_body_bytes must be positive")
         if auth_tarpit < 0 or auth_tarpit_max < 1:
             raise ValueError("auth_tarpit must be >= 0 and auth_tarpit_max positive")
-        self.planes: dict[str, Plane] = {p.name: p for p in planes}
+        # every plane's health says so when the ledger its mutating calls need is unusable
+        problem = replay_guard.problem if isinstance(replay_guard, CheckedGuard) else None
+        self.planes: dict[str, Plane] = {
+            p.name: dataclasses.replace(p, ledger_problem=problem) if problem else p for p in planes
+        }
         self.verifier = verifier
         self.replay_guard = replay_guard
         self.consumer_id = consumer_id
@@ -347,9 +353,18 @@ class WireEndpoints:
     ) -> bytes:
         """Steps 6 to 8 and the store, in the threadpool: args, scope, replay, execute."""
         prepared = plane.prepare(verb, args, ctx)
-        if verb.mutating and not self.replay_guard.claim(token.jti, token.expires_at):
+        if verb.mutating and not self._claim(token):
             raise TokenReplayed("this token was already used for a mutating call")
         return self._execute(plane, verb, prepared, ctx, record)
+
+    def _claim(self, token: VerifiedToken) -> bool:
+        """The token's claim in the jti ledger; a ledger that cannot be used says it is the
+        ledger (its file, not the plane's, is missing or damaged)."""
+        try:
+            return self.replay_guard.claim(token.jti, token.expires_at)
+        except Unavailable as exc:
+            why = exc.message.removeprefix("store unavailable: ")
+            raise Unavailable(f"store unavailable: {LEDGER_DOWN.format(why)}") from None
 
     def _execute(
         self, plane: Plane, verb: Verb, prepared: Any, ctx: CallContext, record: CallRecord

@@ -117,12 +117,22 @@ class VerbTable:
         return {v.name: v for v in self.verbs}
 
 
+# the reason a plane is down because the jti ledger cannot be used, whatever its store says
+LEDGER_DOWN = "the jti ledger cannot be used ({}): every mutating call is refused"
+
+
 @dataclass(frozen=True)
 class Plane:
-    """A verb table bound to the store that serves it."""
+    """A verb table bound to the store that serves it.
+
+    ``ledger_problem`` (set by the wire from its replay guard) says why the jti ledger
+    cannot be used, or None: every mutating call needs it, so while it answers a reason the
+    plane's health is ``down`` with it, however well the store is.
+    """
 
     table: VerbTable
     store: Any
+    ledger_problem: Callable[[], str | None] | None = None
 
     @property
     def name(self) -> str:
@@ -152,7 +162,10 @@ class Plane:
         return verb.prepare(args, ctx)
 
     def execute(self, verb: Verb, prepared: Any, ctx: CallContext) -> Any:
-        return verb.execute(self.store, prepared, ctx)
+        result = verb.execute(self.store, prepared, ctx)
+        if verb.name == "health" and isinstance(result, dict):
+            return self._with_ledger(result)
+        return result
 
     def execute_quick(self, verb: Verb, prepared: Any, ctx: CallContext) -> Any:
         """``verb.quick``'s answer, or ``DEFERRED`` when it has none or defers."""
@@ -173,4 +186,19 @@ class Plane:
             return {"status": "down", "reason": "the health check failed"}
         if status not in ("ok", "degraded", "down"):
             return {"status": "down", "reason": "the health check answered an unknown status"}
-        return {"status": status, "reason": reason if isinstance(reason, str) else None}
+        return self._with_ledger(
+            {"status": status, "reason": reason if isinstance(reason, str) else None}
+        )
+
+    def _with_ledger(self, health: dict[str, Any]) -> dict[str, Any]:
+        """``health``, ``down`` when the jti ledger cannot be used (a plane already down is
+        left as it is: its own reason comes first, and the ledger is not asked)."""
+        if self.ledger_problem is None or health.get("status") == "down":
+            return health
+        try:
+            problem = self.ledger_problem()
+        except Exception:
+            problem = "it cannot be read"
+        if problem is None:
+            return health
+        return {**health, "status": "down", "reason": LEDGER_DOWN.format(problem)}
