@@ -256,7 +256,15 @@ def create_app(
     async def metrics_endpoint(request: Request) -> Response:
         wire = getattr(request.app.state, "wire", None)
         if wire is not None:
-            await run_in_store_thread(metrics.refresh, wire.planes)
+            # the planes asked at once, as /readyz asks them: each may wait about a second
+            # for a database that went away, and a scrape must answer in time
+            planes = wire.planes
+            answers = await asyncio.gather(
+                *(run_in_store_thread(p.health) for p in planes.values())
+            )
+            await run_in_store_thread(
+                metrics.refresh, planes, dict(zip(planes, answers, strict=True))
+            )
         elif names:  # the stores are not open (yet): every plane this worker serves is down
             metrics.mark_down(names)
         body = await run_in_store_thread(metrics.exposition)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable, Iterable, Mapping
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -175,10 +175,13 @@ class Metrics:
 
     # -- scrape ---------------------------------------------------------------------------
 
-    def refresh(self, planes: Mapping[str, Plane]) -> None:
-        """Set the store gauges from the stores themselves (runs in the threadpool)."""
+    def refresh(
+        self, planes: Mapping[str, Plane], healths: Mapping[str, Mapping[str, Any]] | None = None
+    ) -> None:
+        """Set the store gauges from the stores themselves (runs in the threadpool);
+        ``healths``: each plane's health, when the caller asked them already."""
         for name, plane in planes.items():
-            health = plane.health()
+            health = healths[name] if healths is not None else plane.health()
             self.health.labels(name).set(HEALTH_VALUES.get(str(health.get("status")), 0))
             store = plane.store
             if not isinstance(store, AdminStore):
