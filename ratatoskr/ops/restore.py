@@ -286,6 +286,7 @@ class Restorer:
                 os.unlink(target.path + suffix)
         shutil.rmtree(litestream_dir(target.path), ignore_errors=True)
         remove_state(target.path)
+        os.chmod(temporary, 0o600)  # owner-only, as a backup's copies
         os.replace(temporary, target.path)
 
     def _replicated_at(self, target: Target, txid: str) -> str | None:

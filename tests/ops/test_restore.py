@@ -83,6 +83,8 @@ def test_restore_brings_back_both_planes_and_the_ledger_then_checks_them(
     assert "note " not in ran.out  # positions, times and sizes; never content
     after = admin("stats", "--json").json()["planes"]
     assert {p: after[p]["records"] for p in after} == {p: before[p]["records"] for p in before}
+    for restored in (filled.memory, filled.affect, filled.dir / "memory.jti.db"):
+        assert restored.stat().st_mode & 0o777 == 0o600  # owner-only, as a backup's copies
     ledger = JtiLedger(str(filled.dir / "memory.jti.db"))
     assert ledger.claim("claimed-jti", time.time() + 300) is False  # a replay stays refused
     ledger.close()
