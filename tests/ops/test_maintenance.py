@@ -43,6 +43,17 @@ def raw(path: Path) -> apsw.Connection:
     return conn
 
 
+def add_inexact_chunk(files: Files) -> None:
+    """A chunk whose vector float32 cannot hold exactly: the store keeps its float64 copy."""
+    memory = open_memory_store(str(files.memory), embedding_dim=DIM)
+    memory.upsert_many(
+        [{"id": "inexact", "embedding": [0.1] * DIM, "scope": {"tenant": "acme"}}],
+        idempotency_key="inexact",
+        ctx=CTX,
+    )
+    memory.close()
+
+
 def test_stats_counts_records_and_caches(filled: Files, admin: Any) -> None:
     report = admin("stats", "--json").json()
     assert report["planes"]["memory"]["records"] == {"chunk": 120}
@@ -120,13 +131,7 @@ def test_check_catches_a_missing_and_an_orphaned_vector_row(filled: Files, admin
 def test_check_catches_vectors_and_records_a_read_would_trip_on(filled: Files, admin: Any) -> None:
     """Damage that passes SQLite's own integrity check: every write refused for a changed
     dimension, a float64 vector cut short, a record that is not JSON any more."""
-    memory = open_memory_store(str(filled.memory), embedding_dim=DIM)
-    memory.upsert_many(
-        [{"id": "inexact", "embedding": [0.1] * DIM, "scope": {"tenant": "acme"}}],
-        idempotency_key="inexact",
-        ctx=CTX,
-    )
-    memory.close()
+    add_inexact_chunk(filled)
     conn = raw(filled.memory)
     conn.execute(
         "UPDATE memory_chunks SET vector_f64 = substr(vector_f64, 1, 8) WHERE chunk_id = 'inexact'"
@@ -181,13 +186,7 @@ def test_check_catches_vector_values_that_differ_or_are_not_finite(
     """A vector edited behind the store's back: its index row no longer the stored vector
     (search and ``get`` disagree), a value that is not a number, a float64 copy that does
     not round to the float32 one."""
-    memory = open_memory_store(str(filled.memory), embedding_dim=DIM)
-    memory.upsert_many(
-        [{"id": "inexact", "embedding": [0.1] * DIM, "scope": {"tenant": "acme"}}],
-        idempotency_key="inexact",
-        ctx=CTX,
-    )
-    memory.close()
+    add_inexact_chunk(filled)
     assert admin("check").code == 0
     half = struct.pack(f"{DIM}f", *[0.5] * DIM)
     conn = raw(filled.memory)

@@ -41,6 +41,12 @@ def url() -> str:
     return postgres_schema("admin")
 
 
+def both_planes_at(monkeypatch: pytest.MonkeyPatch, url: str) -> None:
+    """Both planes named at ``url`` through the environment, as the server names them."""
+    monkeypatch.setenv("RATATOSKR_MEMORY_DB", url)
+    monkeypatch.setenv("RATATOSKR_AFFECT_DB", url)
+
+
 def _inexact_chunk() -> dict[str, Any]:
     """A vector float32 cannot hold exactly, an id holding U+0000: stored as they came."""
     return {"id": "odd\x00id", "embedding": [0.1] * DIM, "scope": {"tenant": "acme"}}
@@ -165,8 +171,7 @@ def test_every_admin_command_works_against_urls(
 ) -> None:
     assert admin("migrate", "--to", url).code == 0
     url = url.replace("postgres@", "postgres:hunter2@")  # the test cluster trusts; shown masked
-    monkeypatch.setenv("RATATOSKR_MEMORY_DB", url)
-    monkeypatch.setenv("RATATOSKR_AFFECT_DB", url)
+    both_planes_at(monkeypatch, url)
 
     listed = admin("list", "memory", "--scope", "tenant=acme", "--json").json()
     assert listed["records"] and all(r["scope"]["tenant"] == "acme" for r in listed["records"])
@@ -237,8 +242,7 @@ def test_check_names_a_dropped_table_and_the_other_commands_say_it_is_missing(
         memory.db.write(lambda conn: conn.execute("DROP TABLE memory_idempotency"))
     finally:
         memory.close()
-    monkeypatch.setenv("RATATOSKR_MEMORY_DB", url)
-    monkeypatch.setenv("RATATOSKR_AFFECT_DB", url)
+    both_planes_at(monkeypatch, url)
     checked = admin("check", "--json")
     assert checked.code == 1
     problems = checked.json()["planes"]["memory"]["problems"]
@@ -258,8 +262,7 @@ def test_a_postgresql_ledger_whose_table_was_dropped_fails_check_and_stats_says_
         ledger.db.write(lambda conn: conn.execute("DROP TABLE ratatoskr_jti"))
     finally:
         ledger.close()
-    monkeypatch.setenv("RATATOSKR_MEMORY_DB", url)
-    monkeypatch.setenv("RATATOSKR_AFFECT_DB", url)
+    both_planes_at(monkeypatch, url)
     checked = admin("check", "--json")
     assert checked.code == 1
     (found,) = checked.json()["jti"]
@@ -403,8 +406,7 @@ def test_check_catches_a_record_that_is_not_json_on_postgresql(
         )
     finally:
         memory.close()
-    monkeypatch.setenv("RATATOSKR_MEMORY_DB", url)
-    monkeypatch.setenv("RATATOSKR_AFFECT_DB", url)
+    both_planes_at(monkeypatch, url)
     report = admin("check", "--json").json()
     assert report["planes"]["memory"]["problems"] == ["1 chunk(s) whose stored record is not JSON"]
     assert report["planes"]["affect"]["problems"] == [] and report["ok"] is False
@@ -446,8 +448,7 @@ def test_an_empty_origin_moves_as_it_was_sent(
     ran = admin("migrate", "--to", url, "--json")
     assert ran.code == 0, ran.out + ran.err
     assert ran.json()["planes"]["memory"]["checked"] is True
-    monkeypatch.setenv("RATATOSKR_MEMORY_DB", url)
-    monkeypatch.setenv("RATATOSKR_AFFECT_DB", url)
+    both_planes_at(monkeypatch, url)
     counted = admin("explore", "memory", "--facet", "origin", "--json").json()
     assert {b["value"]: b["count"] for b in counted["buckets"]} == {"": 1}
     assert admin("backup", "--to", str(tmp_path / "copy"), "--json").code == 0
