@@ -19,6 +19,12 @@ URL in its environment. It
   small, but holds no snapshot to start a restore from until Litestream starts again. The
   supervisor then says so in the state (health turns ``degraded``), logs it and starts
   Litestream again, which writes a new snapshot;
+- while Litestream is not running (it exited, an unreachable replica makes it exit at every
+  start), checkpoints (TRUNCATE) each file whose WAL is past ``RATATOSKR_REPLICA_WAL_MAX_MB``
+  on a connection of its own, and logs it: ratatoskr runs no checkpoint while replicating,
+  so otherwise nothing would bound the WAL. Never while Litestream runs (it owns the
+  checkpoints then); Litestream, started again, finds the WAL it had read gone and takes a
+  new snapshot;
 - on SIGTERM (or when its parent dies) stops Litestream with SIGTERM, which first syncs
   what is left, and exits.
 """
@@ -39,8 +45,10 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import IO, Any
 
+import apsw
 import httpx
 import orjson
+import sqlite_vec
 
 from ratatoskr.core.parent_death import die_with_parent
 from ratatoskr.server.logs import configure_logging
@@ -113,8 +121,16 @@ class Supervisor:
         self.workdir = private_workdir()
         self.socket_path = os.path.join(self.workdir, "control.sock")
         config = litestream_config(
-            self.files, replica.url, self.socket_path, replica.sync_interval_ms, busy_timeout_ms
+            self.files,
+            replica.url,
+            self.socket_path,
+            replica.sync_interval_ms,
+            busy_timeout_ms,
+            replica.wal_max_bytes,
         )
+        # Litestream's own lock wait (``litestream_config``): a checkpoint run here while it
+        # is down waits no longer for readers than one of Litestream's would
+        self.checkpoint_busy_ms = max(100, min(1000, busy_timeout_ms // 2))
         self.config_path = write_config(self.workdir, config)
         now = time.time()
         self.states = {
@@ -166,7 +182,7 @@ class Supervisor:
                     backoff_s=backoff,
                 )
                 self._write_states()
-                self.stopping.wait(backoff)
+                self._wait_down(backoff)
                 backoff = min(BACKOFF_MAX, backoff * 2)
         finally:
             self.stopping.set()
@@ -226,6 +242,45 @@ class Supervisor:
 
     def stop(self, *_: object) -> None:
         self.stopping.set()
+
+    # -- the WAL while Litestream is down ------------------------------------------------------
+
+    def _wait_down(self, seconds: float) -> None:
+        """Wait ``seconds`` (Litestream exited and is not started again meanwhile), keeping
+        each WAL under its bound every poll interval."""
+        end = time.monotonic() + seconds
+        while True:
+            try:
+                self._bound_wals()
+            except Exception:  # the next turn tries again; the log says why
+                logger.exception("wal checkpoint failed")
+            left = end - time.monotonic()
+            if left <= 0 or self.stopping.wait(min(left, self.poll_interval)):
+                return
+
+    def _bound_wals(self) -> None:
+        """TRUNCATE-checkpoint each file whose WAL is past the bound. Only called between
+        two Litestream runs: the previous one has exited and been waited for."""
+        with self._lock:
+            if self.process is not None:  # never while Litestream runs
+                return
+        bound = self.replica.wal_max_bytes
+        for file in self.files:
+            wal = file.path + "-wal"
+            before = file_size(wal)
+            if before <= bound or self.stopping.is_set():
+                continue
+            done = checkpoint_truncate(file.path, self.checkpoint_busy_ms)
+            log(
+                logging.WARNING if done else logging.ERROR,
+                "wal checkpointed while litestream is down"
+                if done
+                else "wal checkpoint while litestream is down did not finish (readers)",
+                plane=file.name,
+                wal_bytes_before=before,
+                wal_bytes_after=file_size(wal),
+                wal_max_bytes=bound,
+            )
 
     def _renew(self) -> None:
         """Stop Litestream (it syncs what is left first); the run loop starts it again."""
@@ -386,6 +441,30 @@ class Supervisor:
             state.restarts = self.restarts
             with contextlib.suppress(OSError):
                 write_state(file.path, state)
+
+
+def file_size(path: str) -> int:
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 0
+
+
+def checkpoint_truncate(path: str, busy_timeout_ms: int) -> bool:
+    """``PRAGMA wal_checkpoint(TRUNCATE)`` on a connection of its own, opened as the
+    project's ``Database`` opens one (sqlite-vec loaded; never creating the file); False
+    when a reader or writer held the WAL past the busy timeout."""
+    conn = apsw.Connection(path, flags=apsw.SQLITE_OPEN_READWRITE)
+    try:
+        conn.set_busy_timeout(busy_timeout_ms)
+        conn.enable_load_extension(True)
+        conn.load_extension(sqlite_vec.loadable_path())
+        conn.enable_load_extension(False)
+        conn.execute("PRAGMA wal_autocheckpoint=0")
+        busy, _, _ = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()[0]
+        return int(busy) == 0
+    finally:
+        conn.close()
 
 
 def log(level: int, event: str, **fields: Any) -> None:

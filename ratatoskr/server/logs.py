@@ -58,6 +58,10 @@ ALLOWED_KEYS = frozenset(
         "exit_status",
         "restarts",
         "backoff_s",
+        # the supervisor's checkpoint while Litestream is down (bytes)
+        "wal_bytes_before",
+        "wal_bytes_after",
+        "wal_max_bytes",
         # the operator console's audit lines (console.audit): which record, opened from where
         "record_id",
         "client",

@@ -32,11 +32,20 @@ from ratatoskr.core.parent_death import die_with_parent
 from ratatoskr.server.settings import Settings, load_settings
 from ratatoskr.sqlite.checkpointer import INLINE_PAGES, WAKE_PAGES
 from ratatoskr.sqlite.jti import JtiLedger, ledger_beside
-from ratatoskr.sqlite.replica import ReplicaState, redact_url, replica_url_for, write_state
+from ratatoskr.sqlite.replica import (
+    DEFAULT_WAL_MAX_MB,
+    ReplicaState,
+    redact_url,
+    replica_url_for,
+    write_state,
+)
 
 # Litestream's emergency TRUNCATE checkpoint: when the WAL reaches this many bytes, what the
-# checkpointer bounds it to without replication (INLINE_PAGES pages of 64 KiB)
+# checkpointer bounds it to without replication (INLINE_PAGES pages of 64 KiB); the default
+# of RATATOSKR_REPLICA_WAL_MAX_MB
 TRUNCATE_WAL_BYTES = INLINE_PAGES * 65536
+if TRUNCATE_WAL_BYTES != DEFAULT_WAL_MAX_MB * 1024 * 1024:  # pragma: no cover - kept equal
+    raise ImportError("RATATOSKR_REPLICA_WAL_MAX_MB's default is the checkpointer's bound")
 # Litestream's final sync on SIGTERM; the supervisor waits a little longer, the master
 # longer still (all of it after gunicorn's graceful timeout, inside compose's grace period)
 SHUTDOWN_SYNC_SECONDS = 10
@@ -76,12 +85,18 @@ def page_size_of(path: str) -> int:
     return 65536 if size == 1 else max(512, size)
 
 
+def truncate_pages(path: str, wal_max_bytes: int = TRUNCATE_WAL_BYTES) -> int:
+    """Litestream's ``truncate-page-n`` for the file: ``wal_max_bytes`` of its pages."""
+    return max(2, wal_max_bytes // page_size_of(path))
+
+
 def litestream_config(
     files: Sequence[ReplicatedFile],
     url: str,
     socket_path: str,
     sync_interval_ms: int,
     busy_timeout_ms: int,
+    wal_max_bytes: int = TRUNCATE_WAL_BYTES,
 ) -> dict[str, Any]:
     """The ``litestream.yml`` (as JSON, which YAML reads) for ``files``.
 
@@ -93,19 +108,20 @@ def litestream_config(
     - ``busy-timeout``: Litestream's own lock waits stay under half of ratatoskr's, so a
       checkpoint it cannot run gives up before a write queued behind it would time out;
     - checkpoints: PASSIVE at ratatoskr's own threshold (1,000 pages), the blocking TRUNCATE
-      at the WAL size ratatoskr bounds itself to (500 MiB) whatever the page size.
+      at the WAL size ratatoskr bounds itself to (500 MiB, ``RATATOSKR_REPLICA_WAL_MAX_MB``)
+      whatever the page size; a bound under 1,000 pages moves the PASSIVE one to half of it.
     """
     half = max(50, sync_interval_ms // 2)
     busy = max(100, min(1000, busy_timeout_ms // 2))
     dbs = []
     for file in files:
-        pages = max(2 * WAKE_PAGES, TRUNCATE_WAL_BYTES // page_size_of(file.path))
+        pages = truncate_pages(file.path, wal_max_bytes)
         dbs.append(
             {
                 "path": file.path,
                 "monitor-interval": f"{half}ms",
                 "busy-timeout": f"{busy}ms",
-                "min-checkpoint-page-count": WAKE_PAGES,
+                "min-checkpoint-page-count": min(WAKE_PAGES, max(1, pages // 2)),
                 "truncate-page-n": pages,
                 "replica": {
                     "url": replica_url_for(url, file.name),

