@@ -22,6 +22,7 @@ import os
 import random
 import threading
 import time
+import zlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -58,6 +59,7 @@ UNREACHABLE_PROBE_SECONDS = 2  # the one connection that asks why a pool could n
 # ran out in under a second when a dozen writers updated one record at once.
 BACKOFF = 0.005  # seconds
 MAX_BACKOFF = 0.1
+MAX_ATTEMPTS = 100  # a bound besides the time, never reached by contention alone
 APPLICATION_NAME = "ratatoskr"
 
 T = TypeVar("T")
@@ -69,6 +71,20 @@ RETRIED: tuple[type[BaseException], ...] = (
     psycopg.errors.DeadlockDetected,
     psycopg.errors.UniqueViolation,
 )
+
+
+@contextlib.contextmanager
+def _advisory(conn: Conn, key: int) -> Iterator[None]:
+    """A session advisory lock on ``conn`` (autocommit: outside any transaction) for the
+    block; its wait is bounded by the session's lock_timeout. Freed on any way out, and
+    with the session if the connection breaks."""
+    conn.execute("SELECT pg_advisory_lock(%s)", (key,))
+    try:
+        yield
+    finally:
+        if not conn.closed and not conn.broken:
+            with contextlib.suppress(psycopg.Error):
+                conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
 
 
 def _env_number(env: Mapping[str, str], name: str, default: float) -> float:
@@ -184,6 +200,8 @@ class PgDatabase:
     ) -> None:
         self.url = url
         self.component = component
+        # the advisory lock a retried write of this plane waits on (``_turn``)
+        self._turn_key = zlib.crc32(f"ratatoskr-retried-writes-{component}".encode())
         self.settings = settings or PgSettings.from_env()
         self.migrations = sorted(migrations, key=lambda m: m.version)
         self.in_memory = False  # what callers written for SQLite ask
@@ -267,7 +285,10 @@ class PgDatabase:
         while True:
             began = False
             try:
-                with self._connection(wait) as conn:
+                with (
+                    self._connection(wait) as conn,
+                    self._turn(conn, attempt > 0 and write is True),
+                ):
                     if write is None:
                         result = fn(conn)
                     else:
@@ -294,7 +315,7 @@ class PgDatabase:
                     self.counters.retries += 1
                 pause = min(BACKOFF * 2**attempt, MAX_BACKOFF) * (0.5 + random.random())
                 attempt += 1
-                if time.monotonic() + pause >= retry_until:
+                if attempt > MAX_ATTEMPTS or time.monotonic() + pause >= retry_until:
                     raise Unavailable(
                         "store unavailable: concurrent writes kept conflicting past the "
                         "lock timeout; retry"
@@ -363,6 +384,15 @@ class PgDatabase:
             return int(row[0]) if row else 0
 
         return self.once(version)
+
+    def _turn(self, conn: Conn, taken: bool) -> contextlib.AbstractContextManager[None]:
+        """After a conflict, a write waits its turn behind the plane's other retried writes
+        (a session advisory lock, taken before its snapshot): only writes on their first
+        attempt can still overtake it, so a dozen writers on one record cannot starve one
+        of them past the lock timeout."""
+        if not taken:
+            return contextlib.nullcontext()
+        return _advisory(conn, self._turn_key)
 
     @contextlib.contextmanager
     def _connection(self, wait: float | None) -> Iterator[Conn]:
