@@ -13,9 +13,9 @@ from tests.affect.helpers import ctx, state
 from tests.backends import Backend
 from tests.writers import failures_of_writers
 
-WRITERS = 16
-STORES = 4  # each with its own connections, as the workers of a server
-WRITES = 8
+WRITERS = 8
+STORES = 2  # each with its own connections, as the two workers of a server
+WRITES = 6
 IDS = ["s1", "s2", "s3"]
 
 

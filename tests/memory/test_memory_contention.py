@@ -11,9 +11,9 @@ from tests.backends import Backend
 from tests.memory.helpers import CTX, DIM, chunk, vec
 from tests.writers import failures_of_writers
 
-WRITERS = 16
-WRITES = 8
-STORES = 4  # each with its own connections, as the workers of a server
+WRITERS = 8
+WRITES = 6
+STORES = 2  # each with its own connections, as the two workers of a server
 IDS = ["c1", "c2", "c3"]
 
 
