@@ -69,17 +69,26 @@ def _temporary(target: Target) -> str:
 
 @contextlib.contextmanager
 def _signals_held() -> Iterator[None]:
-    """SIGINT and SIGTERM held back (delivered after) while the restored files are renamed
-    into place, so a stop never leaves some of them in place and not the others."""
-    held = {signal.SIGINT, signal.SIGTERM}
+    """SIGINT and SIGTERM held back (raised again after) while the restored files are
+    renamed into place, so a stop never leaves some of them in place and not the others.
+    Noted by a handler of our own, not masked: a process-wide signal reaches a thread that
+    does not mask it, and Python runs its handler in the main thread at once."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    caught: list[int] = []
+
+    def note(signum: int, _frame: object) -> None:
+        caught.append(signum)
+
+    previous = {s: signal.signal(s, note) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, held)
+        for held, handler in previous.items():
+            signal.signal(held, handler)
+        if caught:
+            signal.raise_signal(caught[0])
 
 
 class RestoreRefused(ValueError):

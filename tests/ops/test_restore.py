@@ -10,6 +10,7 @@ import json
 import os
 import signal
 import subprocess
+import threading
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -134,6 +135,11 @@ def test_a_stop_during_the_renames_waits_until_every_file_is_in_place(
     def stop(signum: int, _frame: object) -> None:
         raise SystemExit(128 + signum)  # what the admin commands do on SIGTERM
 
+    # another thread alive, as a store's checkpointer: a signal sent to the process may be
+    # taken by it, and Python still runs the handler in the main thread at once
+    idle = threading.Event()
+    other = threading.Thread(target=idle.wait)
+    other.start()
     previous = signal.signal(signal.SIGTERM, stop)
     try:
         restorer = StoppedWhileRenaming(Paths(str(filled.memory), str(filled.affect)), replica)
@@ -141,6 +147,8 @@ def test_a_stop_during_the_renames_waits_until_every_file_is_in_place(
             restorer.run()
     finally:
         signal.signal(signal.SIGTERM, previous)
+        idle.set()
+        other.join()
     assert restorer.placed
     assert filled.memory.exists() and filled.affect.exists()
     assert not [p.name for p in filled.dir.iterdir() if p.name.endswith((".restoring", ".tmp"))]
