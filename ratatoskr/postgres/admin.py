@@ -122,7 +122,7 @@ class PgAdmin(RecordAdmin):
             _refuse_unfinished(conn, self.PLANE)
             return work(conn)
 
-        return self.db.write(guarded)
+        return self.db.write(guarded, turn=False)  # an erase can be long
 
     def _listing_codec(self) -> CursorCodec:
         codec: CursorCodec | None = getattr(self, "_codec", None)

@@ -34,6 +34,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 from ratatoskr.core.errors import InvalidArguments, Unavailable
 from ratatoskr.postgres.migrations import Migration, migrate
 from ratatoskr.postgres.probe import unreachable
+from ratatoskr.postgres.transaction import transaction
 from ratatoskr.postgres.url import masked, with_options
 from ratatoskr.postgres.vectors import register_types
 
@@ -71,20 +72,6 @@ RETRIED: tuple[type[BaseException], ...] = (
     psycopg.errors.DeadlockDetected,
     psycopg.errors.UniqueViolation,
 )
-
-
-@contextlib.contextmanager
-def _advisory(conn: Conn, key: int) -> Iterator[None]:
-    """A session advisory lock on ``conn`` (autocommit: outside any transaction) for the
-    block; its wait is bounded by the session's lock_timeout. Freed on any way out, and
-    with the session if the connection breaks."""
-    conn.execute("SELECT pg_advisory_lock(%s)", (key,))
-    try:
-        yield
-    finally:
-        if not conn.closed and not conn.broken:
-            with contextlib.suppress(psycopg.Error):
-                conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
 
 
 def _env_number(env: Mapping[str, str], name: str, default: float) -> float:
@@ -200,8 +187,8 @@ class PgDatabase:
     ) -> None:
         self.url = url
         self.component = component
-        # the advisory lock a retried write of this plane waits on (``_turn``)
-        self._turn_key = zlib.crc32(f"ratatoskr-retried-writes-{component}".encode())
+        # the advisory lock every write of this plane holds (``transaction``)
+        self._turn_key = zlib.crc32(f"ratatoskr-writes-{component}".encode())
         self.settings = settings or PgSettings.from_env()
         self.migrations = sorted(migrations, key=lambda m: m.version)
         self.in_memory = False  # what callers written for SQLite ask
@@ -255,12 +242,17 @@ class PgDatabase:
 
     # -- transactions --------------------------------------------------------------------
 
-    def write(self, fn: Callable[[Conn], T], *, committed_reads: bool = False) -> T:
+    def write(
+        self, fn: Callable[[Conn], T], *, committed_reads: bool = False, turn: bool = True
+    ) -> T:
         """``fn(conn)`` inside one ``REPEATABLE READ`` transaction, committed whole or not
         at all; retried whole on a serialization failure or a deadlock. With
         ``committed_reads`` the transaction is ``READ COMMITTED``: for a caller that
-        serialises itself with locks and must see what the holder before it committed."""
-        return self._run(fn, write=True, level="READ COMMITTED" if committed_reads else None)
+        serialises itself with locks and must see what the holder before it committed.
+        Without ``turn`` the write takes no turn (``transaction``): for an operator's
+        long transaction, which a retry must not wait behind with every write queued."""
+        level = "READ COMMITTED" if committed_reads else None
+        return self._run(fn, write=True, level=level, turn=turn)
 
     def read(self, fn: Callable[[Conn], T], *, wait: float | None = None) -> T:
         """``fn(conn)`` inside one read-only snapshot; ``wait``: seconds to wait for a
@@ -278,6 +270,7 @@ class PgDatabase:
         write: bool | None,
         level: str | None = None,
         wait: float | None = None,
+        turn: bool = False,
     ) -> T:
         stale_left = self.settings.max_size + 1
         attempt = 0
@@ -285,26 +278,18 @@ class PgDatabase:
         while True:
             began = False
             try:
-                with (
-                    self._connection(wait) as conn,
-                    self._turn(conn, attempt > 0 and write is True),
-                ):
+                with self._connection(wait) as conn:
                     if write is None:
                         result = fn(conn)
                     else:
                         # a write leaves the access mode to the server, so a standby (or a
                         # read-only session) refuses its first write as read-only
                         mode = "" if write else "READ ONLY"
-                        isolation = level or "REPEATABLE READ"
-                        conn.execute(f"BEGIN ISOLATION LEVEL {isolation} {mode}")
-                        began = True
-                        try:
+                        begin = f"BEGIN ISOLATION LEVEL {level or 'REPEATABLE READ'} {mode}"
+                        key = self._turn_key if write and turn else None
+                        with transaction(conn, begin, key, alone=attempt > 0):
+                            began = True
                             result = fn(conn)
-                        except BaseException:
-                            if not conn.closed and not conn.broken:
-                                conn.execute("ROLLBACK")
-                            raise
-                        conn.execute("COMMIT")
                 if write:
                     self.last_write_failure = None
                 return result
@@ -384,15 +369,6 @@ class PgDatabase:
             return int(row[0]) if row else 0
 
         return self.once(version)
-
-    def _turn(self, conn: Conn, taken: bool) -> contextlib.AbstractContextManager[None]:
-        """After a conflict, a write waits its turn behind the plane's other retried writes
-        (a session advisory lock, taken before its snapshot): only writes on their first
-        attempt can still overtake it, so a dozen writers on one record cannot starve one
-        of them past the lock timeout."""
-        if not taken:
-            return contextlib.nullcontext()
-        return _advisory(conn, self._turn_key)
 
     @contextlib.contextmanager
     def _connection(self, wait: float | None) -> Iterator[Conn]:
