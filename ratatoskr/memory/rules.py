@@ -505,7 +505,9 @@ def search_hit(
     chunk = record
     if not include_embedding and ("embedding" in record or "vector" in record):  # VECTOR_KEYS
         chunk = {k: v for k, v in record.items() if k not in VECTOR_KEYS}
-    view = chunk.get("distillate", chunk)
+    # the contract's ``chunk["distillate"] or chunk``: a null, empty, zero or false
+    # distillate recalls the whole chunk, as an absent one does
+    view = chunk.get("distillate") or chunk
     return {
         "chunk": chunk,
         "chunk_id": chunk_id,

@@ -1,6 +1,7 @@
-"""The seed contract's TESTS for the memory store, one named test each, on real SQLite files.
+"""The seed contract's TESTS for the memory store, one named test each, on every storage
+backend (real SQLite files, a real PostgreSQL server; ``tests/backends.py``).
 
-Each behavioural test runs against the SQLite store and against the reference store, so the
+Each behavioural test runs against every backend and against the reference store, so the
 oracle of the parity suite is held to the same contract.
 """
 
@@ -21,6 +22,7 @@ from ratatoskr.core.errors import (
 from ratatoskr.memory.reference import ReferenceMemoryStore
 from ratatoskr.memory.store import RatatoskrMemoryStore, open_memory_store
 from ratatoskr.server.settings import load_settings
+from tests.backends import BACKENDS, Backend, selected
 from tests.memory.helpers import CTX, DIM, chunk, vec
 
 V1_CAPS = {
@@ -32,12 +34,13 @@ V1_CAPS = {
 }
 
 
-@pytest.fixture(params=["sqlite", "reference"])
+@pytest.fixture(params=[*selected(), "reference"])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
-    if request.param == "sqlite":
-        s: Any = open_memory_store(str(tmp_path / "memory.db"), embedding_dim=DIM)
+    if request.param == "reference":
+        s: Any = ReferenceMemoryStore(DIM)
     else:
-        s = ReferenceMemoryStore(DIM)
+        backend = BACKENDS[request.param]
+        s = backend.memory(backend.fresh(tmp_path, "memory"), embedding_dim=DIM)
     yield s
     s.close()
 
@@ -55,22 +58,24 @@ def chunk_rows(s: RatatoskrMemoryStore) -> list[str]:
 # -- open_memory_store ---------------------------------------------------------------------
 
 
-def test_fresh_db() -> None:
-    s = open_memory_store(":memory:", embedding_dim=8)
+def test_fresh_db(backend: Backend, tmp_path: Path) -> None:
+    # the seed's ":memory:" on SQLite; a fresh, empty schema on PostgreSQL
+    location = ":memory:" if backend.name == "sqlite" else backend.fresh(tmp_path, "memory")
+    s = backend.memory(location, embedding_dim=8)
     assert s.describe_store() == V1_CAPS
-    with s.db.read() as conn:
-        for table in ("memory_chunks", "memory_vec", "memory_idempotency"):
-            assert conn.execute(f"SELECT count(*) FROM {table}").fetchall() == [(0,)]
+    tables = backend.footprint(s)  # every table of the plane, queried
+    assert {"memory_chunks", "memory_idempotency"} <= tables.keys()
+    assert set(tables.values()) == {0}
     s.close()
 
 
-def test_reopen(tmp_path: Path) -> None:
-    path = str(tmp_path / "memory.db")
-    first = open_memory_store(path, embedding_dim=DIM)
+def test_reopen(backend: Backend, tmp_path: Path) -> None:
+    location = backend.fresh(tmp_path, "memory")
+    first = backend.memory(location, embedding_dim=DIM)
     first.upsert_many([chunk("a", vec(1))], idempotency_key="k1", ctx=CTX)
     first.upsert_many([chunk("a", vec(1, 1))], idempotency_key="k2", ctx=CTX)
     first.close()
-    second = open_memory_store(path, embedding_dim=DIM)
+    second = backend.memory(location, embedding_dim=DIM)
     assert second.describe_store() == V1_CAPS
     got = second.get("a")
     assert got is not None and got["revision"] == 2 and got["embedding"] == vec(1, 1)
@@ -188,6 +193,17 @@ def test_basic_search(store: Any) -> None:
     assert hits[0]["revision"] == 1 and hits[0]["chunk"]["id"] == "a"
 
 
+@pytest.mark.parametrize("distillate", [None, "", 0, False])
+def test_a_distillate_without_content_recalls_the_whole_chunk(store: Any, distillate: Any) -> None:
+    record = {**chunk("a", vec(1, 0)), "distillate": distillate}
+    store.upsert_many([record], idempotency_key="k", ctx=CTX)
+    (hit,) = store.search(vec(1, 0), top_k=1)
+    assert hit["recalled_view"] == hit["chunk"]
+    assert hit["chunk"]["distillate"] == distillate and type(hit["chunk"]["distillate"]) is type(
+        distillate
+    )
+
+
 def test_scope_isolation(store: Any) -> None:
     loud = [chunk(f"x{i}", vec(1, 0.01 * i), scope={"tenant": "other"}) for i in range(30)]
     quiet = [chunk(f"m{i}", vec(0.1, 1, i), scope={"tenant": "mine"}) for i in range(3)]
@@ -262,11 +278,15 @@ def test_get_many(store: Any) -> None:
     assert store.get_many(["absent"]) == []
 
 
-def test_delete_hit(tmp_path: Path) -> None:
-    s = open_memory_store(str(tmp_path / "m.db"), embedding_dim=DIM)
+def test_delete_hit(backend: Backend, tmp_path: Path) -> None:
+    s = backend.memory(backend.fresh(tmp_path, "memory"), embedding_dim=DIM)
     s.upsert_many([chunk("a", vec(1)), chunk("b", vec(0.9, 0.1))], idempotency_key="k", ctx=CTX)
+    before = backend.footprint(s)["memory_chunks"]
     assert s.delete_many(["a"]) == {"deleted": 1}
-    assert chunk_rows(s) == ["b"] and vec_rows(s) == ["b"]
+    assert backend.footprint(s)["memory_chunks"] == before - 1
+    if backend.name == "sqlite":  # the vectors' own index table
+        assert chunk_rows(s) == ["b"] and vec_rows(s) == ["b"]
+    assert s.get("a") is None and s.get_many(["a", "b"])[0]["id"] == "b"
     assert [h["chunk_id"] for h in s.search(vec(1), top_k=5)] == ["b"]
     s.close()
 
