@@ -47,6 +47,10 @@ def run(args: argparse.Namespace, stores: Stores) -> int:
                 f"{info['rows']:,} row(s) in all, {verdict}"
             )
         print(f"target: {report['target']}")
+        for plane, why in report["not_migrated"].items():
+            print(
+                f"not migrated: the {plane} plane ({why}; --{plane}-db names it if it is elsewhere)"
+            )
     return 0 if report["ok"] else 1
 
 

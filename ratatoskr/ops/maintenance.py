@@ -163,7 +163,9 @@ def backup(
 
 
 def _ledger_source(stores: Stores) -> str:
-    return stores.paths.jti or ledger_location(stores.paths.memory)
+    if stores.paths.jti is not None:  # a named ledger that is missing is refused, never
+        return stores.paths.jti_files()[0]  # a backup that quietly lacks it
+    return ledger_location(stores.paths.memory)
 
 
 def _copy_ledger(entries: list[Any] | None, target: str, stores: Stores) -> dict[str, Any] | None:

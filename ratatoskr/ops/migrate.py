@@ -28,7 +28,7 @@ from typing import Any
 import apsw
 
 from ratatoskr.affect.postgres import transfer as affect_transfer
-from ratatoskr.core.filters import AFFECT, MEMORY
+from ratatoskr.core.filters import AFFECT, MEMORY, PLANES
 from ratatoskr.memory.postgres import transfer as memory_transfer
 from ratatoskr.ops.locations import (
     describe,
@@ -162,12 +162,13 @@ def _copy_plane(
     return copied
 
 
-def _copy_ledgers(stores: Stores, target: str) -> int:
-    """Every unexpired entry of the jti ledgers beside the files (or named by ``--jti-db``)
-    into the database's ledger: a token used before the move stays used after it."""
+def _copy_ledgers(tokens: list[Any], target: str, stores: Stores) -> int:
+    """``tokens``, the unexpired entries of the jti ledgers beside the files (or named by
+    ``--jti-db``), into the database's ledger: a token used before the move stays used
+    after it."""
     pg = PgJtiLedger(target, clock=stores.clock)
     try:
-        return pg.adopt(unexpired_tokens(stores.paths.jti_files(), clock=stores.clock) or [])
+        return pg.adopt(tokens)
     finally:
         pg.close()
 
@@ -191,7 +192,20 @@ def migrate(stores: Stores, target: str, *, progress: Progress | None = None) ->
     present = [p for p in stores.present() if not is_postgres(stores.paths.of(p))]
     if not present:
         raise ValueError("no SQLite plane file to migrate (see --memory-db, --affect-db)")
+    # read before the target is touched: a missing ledger named by --jti-db is refused
+    # with the database still empty, not claimed for these files
+    tokens = unexpired_tokens(stores.paths.jti_files(), clock=stores.clock) or []
     out: dict[str, Any] = {"target": describe(target), "planes": {}, "ok": True}
+    # a plane with no file at its default location is left out, and said so
+    out["not_migrated"] = {
+        p: (
+            f"{stores.paths.shown(p)} is already a PostgreSQL database"
+            if is_postgres(stores.paths.of(p))
+            else f"no file at {stores.paths.shown(p)}"
+        )
+        for p in PLANES
+        if p not in present
+    }
     targets: dict[str, Any] = {}
     try:
         for plane in present:
@@ -207,7 +221,7 @@ def migrate(stores: Stores, target: str, *, progress: Progress | None = None) ->
                 f"the target already holds {' and '.join(present)} records: this migration "
                 "finished earlier (ratatoskr admin check tells whether they are sound)"
             )
-        out["jti"] = _copy_ledgers(stores, target)
+        out["jti"] = _copy_ledgers(tokens, target, stores)
         for plane in present:
             pg = targets[plane]
             source: Any = stores.get(plane)

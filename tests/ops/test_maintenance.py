@@ -345,17 +345,22 @@ def test_a_misspelt_plane_file_is_an_error_not_a_plane_left_out(
     assert admin("stats", "--json").json()["planes"]["affect"] == before
 
 
-@pytest.mark.parametrize("command", [["stats"], ["prune"]], ids=lambda c: c[0])
+@pytest.mark.parametrize(
+    "command", [["stats"], ["prune"], ["backup", "--to", "BACKUP"]], ids=lambda c: c[0]
+)
 def test_a_misspelt_jti_ledger_is_an_error_not_a_ledger_left_out(
     filled: Files, admin: Any, command: list[str]
 ) -> None:
     """A ledger named with ``--jti-db`` that does not exist stops the command (exit 2)
-    naming the flag: a typo must not leave the ledger unpruned without a word."""
+    naming the flag: a typo must not leave the ledger unpruned, or a backup without it
+    (whose server would take again every token used before), without a word."""
     misspelt = str(filled.dir / "memroy.jti.db")
-    ran = admin(*command, "--jti-db", misspelt)
+    args = [str(filled.dir / "copy") if a == "BACKUP" else a for a in command]
+    ran = admin(*args, "--jti-db", misspelt)
     assert ran.code == 2, ran.out + ran.err
     assert misspelt in ran.err and "--jti-db" in ran.err
     assert not (filled.dir / "memroy.jti.db").exists()
+    assert not (filled.dir / "copy").exists()  # the backup made nothing
 
 
 @pytest.mark.parametrize(

@@ -350,12 +350,19 @@ def test_a_plane_missing_from_the_named_database_is_an_error_not_left_out(
     refused = admin("migrate", "--affect-db", str(filled.dir / "afect.db"), "--to", url)
     assert refused.code == 2 and "afect.db" in refused.err
     assert component_version(url, "memory") is None
+    # and so does a mistyped ledger: the database is not claimed for these files
+    typo = str(filled.dir / "memroy.jti.db")
+    refused = admin("migrate", "--jti-db", typo, "--to", url)
+    assert refused.code == 2 and typo in refused.err and "--jti-db" in refused.err
+    assert component_version(url, "memory") is None
+    assert component_version(url, "affect") is None
 
     monkeypatch.delenv("RATATOSKR_AFFECT_DB")
     monkeypatch.chdir(filled.dir)  # no ./data/affect.db: the memory plane alone moves
     ran = admin("migrate", "--to", url, "--json")
     assert ran.code == 0, ran.err
     assert set(ran.json()["planes"]) == {"memory"}
+    assert ran.json()["not_migrated"] == {"affect": "no file at ./data/affect.db"}
 
     monkeypatch.setenv("RATATOSKR_MEMORY_DB", url)
     monkeypatch.setenv("RATATOSKR_AFFECT_DB", url)  # a database holding no affect plane
