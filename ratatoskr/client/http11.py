@@ -13,9 +13,11 @@ before a byte of the answer arrives: the request is then sent once more, as it w
 included, on a new connection. The server closes only an idle connection, so it read
 nothing; were the first sending ever taken (a worker dying before it answered, a proxy
 closing the connection), the second is refused as a replayed token for a mutating verb:
-never two executions. That refusal (401 to a resent request) is raised as ``MayHaveRun``,
-an ``OSError``, as any other failure is, for the client to report as ``TransportFailed``:
-the call may have run, and a retry with the same idempotency key tells.
+never two executions. That refusal (``auth.token_replayed`` to a resent request) is raised
+as ``MayHaveRun``, an ``OSError``, as any other failure is, for the client to report as
+``TransportFailed``: the call may have run, and a retry with the same idempotency key
+tells. The re-sent request keeps its token (a new ``jti`` would let the second sending run
+too); any other answer to it, another token error included, is the call's own.
 
 ``timeout`` bounds a whole exchange, connecting, sending and every read of the answer
 together, not each read: a server trickling its answer a byte at a time cannot hold a call
@@ -41,6 +43,8 @@ from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass
 from urllib.parse import urlsplit
+
+import orjson
 
 MAX_HEAD = 64 * 1024
 _SMALL_BODY = 64 * 1024  # below this, head and body go out as one write
@@ -338,8 +342,22 @@ class Http11Pool:
 
 
 def resent(answer: tuple[int, bytes]) -> tuple[int, bytes]:
-    """The answer to a request sent again after its first connection closed unanswered: a
-    401 there refuses the token the first sending used, so that one reached the server."""
-    if answer[0] == 401:
+    """The answer to a request sent again, with the same token, after its first connection
+    closed unanswered: a replayed token there means the first sending used that token, so
+    it reached the server. Any other answer, another 401 included (a bad signature, an
+    expired or mis-bound token), is the call's own, raised as its class."""
+    status, content = answer
+    if status == 401 and _code(content) == "auth.token_replayed":
         raise MayHaveRun("the connection closed unanswered after the server took the call")
     return answer
+
+
+def _code(content: bytes) -> str | None:
+    """The error code of a wire answer, if it is one."""
+    try:
+        answer = orjson.loads(content)
+    except orjson.JSONDecodeError:
+        return None
+    error = answer.get("error") if isinstance(answer, dict) else None
+    code = error.get("code") if isinstance(error, dict) else None
+    return code if isinstance(code, str) else None
