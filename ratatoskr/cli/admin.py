@@ -352,7 +352,11 @@ def register(commands: Any) -> None:
     )
     _plane(p)
     p.add_argument(
-        "--ids", nargs="+", metavar="ID", help="remove these ids (--narrow kind=K: of that kind)"
+        "--ids",
+        nargs="+",
+        action="extend",  # repeated, every list counts, as --scope and --narrow do
+        metavar="ID",
+        help="remove these ids (--narrow kind=K: of that kind)",
     )
     filter_options(p)
     p.add_argument("--dry-run", action="store_true", help="only count")

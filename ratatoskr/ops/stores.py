@@ -72,6 +72,11 @@ class Paths:
                 raise ValueError(f"{DIM_ENV} must be an integer in 1..{MAX_DIM}") from None
         if dim is not None and not 1 <= dim <= MAX_DIM:
             raise ValueError(f"the embedding dimension must be an integer in 1..{MAX_DIM}")
+        for flag, given in (("--memory-db", memory), ("--affect-db", affect), ("--jti-db", jti)):
+            if given is not None and not given.strip():
+                # a script's unset variable: never taken for the files under ./data
+                raise ValueError(f"{flag} is empty: name a file or a postgresql:// URL")
+        # an empty variable is unset, as the server reads it: the same files it serves
         memory = memory or env.get(MEMORY_DB_ENV)
         affect = affect or env.get(AFFECT_DB_ENV)
         # a URL-like location that is no PostgreSQL URL (a typo such as ``postgress://``)

@@ -68,6 +68,17 @@ def test_forget_by_filter_and_by_ids(filled: Files, admin: Any) -> None:
     assert admin("check").code == 0
 
 
+def test_forget_takes_every_ids_list_when_repeated(filled: Files, admin: Any) -> None:
+    """One ``--ids`` per record, as a deletion request is often written: all are removed,
+    not the last list alone."""
+    ran = admin("forget", "memory", "--ids", "c0001", "--ids", "c0002", "c0003", "--yes", "--json")
+    assert ran.code == 0, ran.err
+    assert ran.json()["planes"]["memory"] == {"chunk": 3}
+    assert admin("get", "memory", "c0001", "c0002", "c0003", "c0004", "--json").json() == [
+        admin("get", "memory", "c0004", "--json").json()[0]
+    ]
+
+
 def test_forget_by_ids_of_one_kind_keeps_the_other_kinds_namesake(
     filled: Files, admin: Any
 ) -> None:

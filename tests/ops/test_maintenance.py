@@ -363,6 +363,19 @@ def test_a_misspelt_jti_ledger_is_an_error_not_a_ledger_left_out(
     assert not (filled.dir / "copy").exists()  # the backup made nothing
 
 
+@pytest.mark.parametrize("flag", ["--memory-db", "--affect-db", "--jti-db"])
+def test_an_empty_location_flag_is_refused_not_taken_for_the_default(
+    filled: Files, admin: Any, flag: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--memory-db "$UNSET"`` in a script: the command stops (exit 2) naming the flag,
+    rather than erasing in whatever ``./data`` the working directory holds."""
+    monkeypatch.chdir(filled.dir)
+    ran = admin("erase", "--scope", "tenant=acme", "--yes", flag, "")
+    assert ran.code == 2, ran.out + ran.err
+    assert f"{flag} is empty" in ran.err
+    assert admin("stats", "--json").json()["planes"]["memory"]["records"] == {"chunk": 120}
+
+
 @pytest.mark.parametrize(
     ("flag", "location"),
     [
