@@ -11,7 +11,12 @@ import httpx
 
 from ratatoskr.client.affect import AsyncAffectAPI
 from ratatoskr.client.base import ClientBase, ClientSettings
-from ratatoskr.client.errors import ClientClosed, RatatoskrError, TransportFailed
+from ratatoskr.client.errors import (
+    ClientClosed,
+    RatatoskrError,
+    TransportFailed,
+    masked_url,
+)
 from ratatoskr.client.http11 import was_sent
 from ratatoskr.client.http11_async import (
     DEFAULT_MAX_CONNECTIONS,
@@ -172,4 +177,4 @@ class AsyncClient(ClientBase):
         await self.aclose()
 
     def __repr__(self) -> str:
-        return f"AsyncClient({self.base_url!r})"
+        return f"AsyncClient({masked_url(self.base_url)!r})"

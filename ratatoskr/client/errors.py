@@ -212,6 +212,18 @@ def shown_url(url: str) -> str:
     return f"{parts.scheme}://{host}" + (f":{port}" if port is not None else "")
 
 
+def masked_url(url: str) -> str:
+    """``url`` as a ``repr`` may show it (tracebacks, debug logs): its password masked and
+    its query and fragment (which may hold a token) left out."""
+    parts = urlsplit(url)
+    netloc = parts.netloc
+    if "@" in netloc:
+        user, _, host = netloc.rpartition("@")
+        name, colon, _ = user.partition(":")
+        netloc = f"{name}{':***' if colon else ''}@{host}"
+    return f"{parts.scheme}://{netloc}{parts.path}"
+
+
 class UnexpectedAnswer(RatatoskrError):
     """An answer that is not a wire answer (not JSON, or not its shape)."""
 

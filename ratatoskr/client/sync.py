@@ -11,7 +11,12 @@ import httpx
 
 from ratatoskr.client.affect import AffectAPI
 from ratatoskr.client.base import ClientBase, ClientSettings
-from ratatoskr.client.errors import ClientClosed, RatatoskrError, TransportFailed
+from ratatoskr.client.errors import (
+    ClientClosed,
+    RatatoskrError,
+    TransportFailed,
+    masked_url,
+)
 from ratatoskr.client.http11 import Http11Pool, was_sent
 from ratatoskr.client.httpx_transport import HttpxTransport
 from ratatoskr.client.memory import MemoryAPI
@@ -166,4 +171,4 @@ class Client(ClientBase):
         self.close()
 
     def __repr__(self) -> str:
-        return f"Client({self.base_url!r})"
+        return f"Client({masked_url(self.base_url)!r})"

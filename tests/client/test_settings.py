@@ -70,3 +70,23 @@ def test_the_shell_refuses_them_as_usage_errors(
     argv = ["call", "memory", "health", "--scope", "tenant=a", f"{option}={value}"]
     assert call_cli.run(build_parser().parse_args(argv), env=env) == 2
     assert capsys.readouterr().err.strip() == f"ratatoskr call: {said}"
+
+
+def test_a_clients_repr_hides_the_urls_password_and_query() -> None:
+    """A repr ends up in tracebacks and debug logs: the user stays, its password is masked
+    and the query (which may hold a token) is left out."""
+    url = "http://svc:S3CRET-PW@127.0.0.1:9/?access_token=T0KEN"
+    shown = repr(Client(url, key=KEY, scope=SCOPE))
+    assert shown == "Client('http://svc:***@127.0.0.1:9/')"
+    assert (
+        repr(Client("http://127.0.0.1:9", key=KEY, scope=SCOPE)) == "Client('http://127.0.0.1:9')"
+    )
+    assert (
+        repr(Client("https://u@h.example", key=KEY, scope=SCOPE)) == "Client('https://u@h.example')"
+    )
+
+    async def made() -> str:
+        async with AsyncClient(url, key=KEY, scope=SCOPE) as aio:
+            return repr(aio)
+
+    assert asyncio.run(made()) == "AsyncClient('http://svc:***@127.0.0.1:9/')"
