@@ -44,8 +44,11 @@ def _numpy_value(value: Any) -> Any:
     """orjson's ``default``: a numpy value as the JSON of its value. orjson's own numpy
     output writes a float32 scalar as the shortest text of the float32 (``0.1``), which
     the server reads as another number; a float array goes straight from its buffer as
-    float64 (``wire_vector``)."""
+    float64 (``wire_vector``). A 0-d array is its scalar, as ``tolist()`` gives it
+    (``ascontiguousarray`` would make it a one-element array)."""
     if isinstance(value, np.ndarray):
+        if value.ndim == 0:
+            return value.item()
         if value.dtype.kind == "f":
             wide = np.ascontiguousarray(value, dtype=np.float64)
             return orjson.Fragment(orjson.dumps(wide, option=orjson.OPT_SERIALIZE_NUMPY))
@@ -66,6 +69,8 @@ def _numpy_made(vector: Any) -> bool:
 def wire_vector(vector: Any) -> Any:
     """``vector`` as orjson should write it (see the module)."""
     if isinstance(vector, np.ndarray):
+        if vector.ndim == 0:
+            return vector.item()  # no vector: the server says so
         if vector.dtype.kind == "f":
             return np.ascontiguousarray(vector, dtype=np.float64)
         return vector.tolist()

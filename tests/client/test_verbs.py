@@ -222,3 +222,20 @@ def test_a_scoped_copy_shares_the_connections(client: Client, tenant: str) -> No
     assert client.memory.get("x") is not None
     other.close()  # not its pool: the original still works
     assert client.memory.health()["status"] == "ok"
+
+
+def test_a_0d_array_goes_as_its_value(client: Client, tenant: str) -> None:
+    """A 0-d array anywhere in a record is stored as ``tolist()`` gives it, a scalar, not a
+    one-element list; a float32 one as its value, as a float32 scalar is."""
+    record = {
+        "id": f"{tenant}-0d",
+        "embedding": np.ones(DIM, dtype=np.float32),
+        "scope": {"tenant": tenant},
+        "x": np.array(3.5),
+        "deep": {"f32": [np.array(0.1, dtype=np.float32)], "n": np.array(7)},
+    }
+    client.memory.upsert_many([record], idempotency_key="0d")
+    got = client.memory.get(f"{tenant}-0d")
+    assert got is not None
+    assert got["x"] == 3.5
+    assert got["deep"] == {"f32": [float(np.float32(0.1))], "n": 7}
