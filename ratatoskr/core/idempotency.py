@@ -36,3 +36,31 @@ def parse_class(value: Any) -> str:
 
 def idempotency_id(verb: str, actor: str, key: str) -> str:
     return orjson.dumps(["default", verb, actor, key]).decode()
+
+
+def stored_ids(raw: Any) -> list[str] | None:
+    """The record ids an entry's ``record_ids`` column holds, or ``None`` when the column
+    is damaged (not a JSON list of strings): what ``admin check`` reports."""
+    try:
+        ids = orjson.loads(raw) if isinstance(raw, str | bytes) else None
+    except orjson.JSONDecodeError:
+        return None
+    if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
+        return None
+    return ids
+
+
+def names_any(raw: Any, ids: set[str]) -> bool:
+    """Whether an entry's ``record_ids`` names one of ``ids``. A damaged one does when one
+    of them appears in its text as the JSON string it was written as: an erase neither
+    keeps an entry that may name its subject nor stops at one that cannot be read."""
+    found = stored_ids(raw)
+    if found is not None:
+        return not ids.isdisjoint(found)
+    text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw)
+    return any(orjson.dumps(i).decode() in text for i in ids)
+
+
+def damaged_entries(rows: Any) -> int:
+    """How many of ``rows`` (each a 1-tuple of ``record_ids``) are damaged."""
+    return sum(1 for (raw,) in rows if stored_ids(raw) is None)

@@ -173,3 +173,11 @@ def json_problems(conn: Connection, table: Table, invalid: str) -> list[str]:
     rows = conn.execute(f"SELECT count(*) FROM {table.name} WHERE {test}").fetchall()
     bad = int(rows[0][0])
     return [f"{bad} {table.kind}(s) whose stored record is not JSON"] if bad else []
+
+
+def idempotency_problems(damaged: int) -> list[str]:
+    """A problem when ``damaged`` idempotency entries hold record ids that are not a JSON
+    list of ids (a replay of their call could not answer)."""
+    return (
+        [f"idempotency entries whose record ids are not a JSON list: {damaged}"] if damaged else []
+    )

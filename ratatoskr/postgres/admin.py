@@ -25,7 +25,7 @@ from ratatoskr.core.cursors import SECRET_BYTES, SECRET_META_KEY, CursorCodec
 from ratatoskr.core.errors import Unavailable
 from ratatoskr.core.filters import Filter
 from ratatoskr.core.record_admin import RecordAdmin
-from ratatoskr.core.record_sql import Table, json_problems
+from ratatoskr.core.record_sql import Table, idempotency_problems, json_problems
 from ratatoskr.postgres import record_sql
 from ratatoskr.postgres.database import Conn, PgDatabase
 from ratatoskr.postgres.idempotency import PgIdempotency
@@ -208,6 +208,7 @@ class PgAdmin(RecordAdmin):
             problems += self._revision_problems(conn)
             if conn.info.server_version >= JSON_CHECK_VERSION:
                 problems += [p for t in self.TABLES for p in json_problems(conn, t, _NOT_JSON)]
+            problems += idempotency_problems(self.IDEMPOTENCY.damaged(conn))
             return problems + self._plane_problems(conn)
 
         return self.db.read(look)

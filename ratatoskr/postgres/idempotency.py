@@ -15,6 +15,7 @@ import orjson
 import psycopg
 
 from ratatoskr.core.errors import IdempotencyConflict
+from ratatoskr.core.idempotency import damaged_entries, names_any
 
 Conn = psycopg.Connection[Any]
 
@@ -89,12 +90,16 @@ class PgIdempotency:
             ).fetchone()
         return int(row[0]) if row else 0
 
+    def damaged(self, conn: Conn) -> int:
+        """Entries whose ``record_ids`` is not a JSON list of ids (``admin check``)."""
+        return damaged_entries(conn.execute(f"SELECT record_ids FROM {self.table}"))
+
     def forget_ids(self, conn: Conn, ids: set[str]) -> int:
         """Drop every entry whose call wrote one of ``ids`` (erase)."""
         if not ids:
             return 0
         rows = conn.execute(f"SELECT idempotency_id, record_ids FROM {self.table}").fetchall()
-        doomed = [iid for iid, record_ids in rows if ids.intersection(orjson.loads(record_ids))]
+        doomed = [iid for iid, record_ids in rows if names_any(record_ids, ids)]
         if doomed:
             conn.execute(f"DELETE FROM {self.table} WHERE idempotency_id = ANY(%s)", (doomed,))
         return len(doomed)

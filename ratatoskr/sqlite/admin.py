@@ -20,7 +20,7 @@ import apsw
 from ratatoskr.core.cursors import CursorCodec
 from ratatoskr.core.filters import Filter
 from ratatoskr.core.record_admin import RecordAdmin
-from ratatoskr.core.record_sql import Table, json_problems
+from ratatoskr.core.record_sql import Table, idempotency_problems, json_problems
 from ratatoskr.sqlite import record_sql, upkeep
 from ratatoskr.sqlite.cursors import codec_for
 from ratatoskr.sqlite.database import Database
@@ -142,6 +142,7 @@ class SqliteAdmin(RecordAdmin):
             problems = upkeep.file_problems(conn, self.db, self.PLANE)
             problems += self._revision_problems(conn)
             problems += [p for t in self.TABLES for p in json_problems(conn, t, _NOT_JSON)]
+            problems += idempotency_problems(self.IDEMPOTENCY.damaged(conn))
             return problems + self._plane_problems(conn)
 
     def prune(self) -> int:

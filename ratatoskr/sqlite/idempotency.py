@@ -14,6 +14,7 @@ import orjson
 
 from ratatoskr.core.errors import IdempotencyConflict
 from ratatoskr.core.idempotency import CLASS_TTL_SECONDS as CLASS_TTL_SECONDS
+from ratatoskr.core.idempotency import damaged_entries, names_any
 from ratatoskr.core.idempotency import idempotency_id as idempotency_id
 
 
@@ -81,6 +82,10 @@ class IdempotencyTable:
         sql = f"SELECT count(*) FROM {self.table} WHERE expires_at <= ?"
         return int(conn.execute(sql, (now,)).fetchall()[0][0])
 
+    def damaged(self, conn: apsw.Connection) -> int:
+        """Entries whose ``record_ids`` is not a JSON list of ids (``admin check``)."""
+        return damaged_entries(conn.execute(f"SELECT record_ids FROM {self.table}"))
+
     def forget_ids(self, conn: apsw.Connection, ids: set[str]) -> int:
         """Drop every entry whose call wrote one of ``ids`` (used by erase)."""
         if not ids:
@@ -90,7 +95,7 @@ class IdempotencyTable:
             for iid, record_ids in conn.execute(
                 f"SELECT idempotency_id, record_ids FROM {self.table}"
             ).fetchall()
-            if ids.intersection(orjson.loads(record_ids))
+            if names_any(record_ids, ids)
         ]
         conn.executemany(
             f"DELETE FROM {self.table} WHERE idempotency_id = ?", [(i,) for i in doomed]

@@ -183,6 +183,46 @@ def test_erase_removes_every_trace(filled: Files, admin: Any) -> None:
     assert len(hits) == 5
 
 
+def test_a_damaged_idempotency_entry_is_reported_and_does_not_stop_an_erase(
+    filled: Files, admin: Any
+) -> None:
+    """An entry whose record ids cannot be read: ``check`` names it, and an erase goes
+    through, removing such an entry only when the subject's id is legible in it (it may
+    name the subject) and keeping the others; before, any one stopped every erase, the
+    memory plane already erased."""
+    who = {"tenant": "acme", "end_user": "damaged-entry-subject"}
+    memory = open_memory_store(str(filled.memory), embedding_dim=DIM)
+    memory.upsert_many(
+        [{"id": "dx", "embedding": [0.5] * DIM, "scope": who}], idempotency_key="d1", ctx=CTX
+    )
+    memory.close()
+    affect = open_affect_store(str(filled.affect))
+    affect.put_many([{"id": "dsx", "scope": who}], idempotency_key="d2", ctx=CTX)
+    affect.close()
+    conn = apsw.Connection(str(filled.affect))
+    oldest = "(SELECT min(rowid) FROM affect_idempotency)"  # the fill's, another subject's
+    conn.execute(f"UPDATE affect_idempotency SET record_ids = '[[[' WHERE rowid = {oldest}")
+    conn.execute(
+        "UPDATE affect_idempotency SET record_ids = '[\"dsx\", ' WHERE record_ids = '[\"dsx\"]'"
+    )
+    conn.close()
+
+    report = admin("check", "--json").json()
+    assert report["ok"] is False
+    assert report["planes"]["affect"]["problems"] == [
+        "idempotency entries whose record ids are not a JSON list: 2"
+    ]
+    ran = admin("erase", "--scope", "end_user=damaged-entry-subject", "--yes", "--json")
+    assert ran.code == 0, ran.err
+    planes = ran.json()["planes"]
+    assert planes["memory"]["chunk"] == 1 and planes["memory"]["idempotency"] == 1
+    assert planes["affect"]["state"] == 1 and planes["affect"]["idempotency"] == 1
+    conn = apsw.Connection(str(filled.affect))
+    left = [r[0] for r in conn.execute("SELECT record_ids FROM affect_idempotency")]
+    conn.close()
+    assert "[[[" in left and not any("dsx" in r for r in left)
+
+
 def test_erase_refuses_an_axis_given_twice(filled: Files, admin: Any) -> None:
     """A scope holds one value per axis: a second ``end_user`` is refused, not the first
     one silently dropped (which would erase someone other than asked)."""

@@ -419,6 +419,35 @@ def test_check_catches_a_record_that_is_not_json_on_postgresql(
     assert report["planes"]["affect"]["problems"] == [] and report["ok"] is False
 
 
+def test_a_damaged_idempotency_entry_is_reported_and_does_not_stop_an_erase_on_postgresql(
+    filled: Files, url: str, admin: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert admin("migrate", "--to", url).code == 0
+    memory = cast(PgMemoryStore, open_memory(url, embedding_dim=DIM))
+    try:
+        memory.db.write(
+            lambda conn: conn.execute(
+                "UPDATE memory_idempotency SET record_ids = 'garbage' WHERE idempotency_id = "
+                "(SELECT min(idempotency_id) FROM memory_idempotency)"
+            )
+        )
+    finally:
+        memory.close()
+    both_planes_at(monkeypatch, url)
+    report = admin("check", "--json").json()
+    assert report["planes"]["memory"]["problems"] == [
+        "idempotency entries whose record ids are not a JSON list: 1"
+    ]
+    before = admin("stats", "--json").json()["planes"]["memory"]["records"]["chunk"]
+    ran = admin("erase", "--scope", "tenant=acme", "--yes", "--json")
+    assert ran.code == 0, ran.err
+    removed = ran.json()["planes"]["memory"]["chunk"]
+    assert removed > 0
+    assert admin("stats", "--json").json()["planes"]["memory"]["records"]["chunk"] == (
+        before - removed
+    )
+
+
 def test_check_catches_a_float64_vector_that_does_not_round_to_the_stored_one(
     filled: Files, url: str, admin: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
