@@ -20,7 +20,12 @@ from typing import Any
 import httpx
 import orjson
 
-from ratatoskr.cli.token import add_token_options, parse_scope, signing_key
+from ratatoskr.cli.token import (
+    add_token_options,
+    checked_lifetime,
+    parse_scope,
+    signing_key,
+)
 from ratatoskr.client import (
     Client,
     KeyMinter,
@@ -104,7 +109,7 @@ def minter(args: argparse.Namespace, env: Mapping[str, str]) -> KeyMinter:
         kid=args.kid,
         issuer=args.issuer,
         audience=args.audience,
-        lifetime=args.lifetime,
+        lifetime=checked_lifetime(args.lifetime, env),
     )
 
 

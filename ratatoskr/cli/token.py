@@ -61,16 +61,23 @@ def signing_key(ring: Keyring, kid: str | None) -> bytes:
     return ring.key_for(kid)
 
 
-def mint_for(
-    args: argparse.Namespace, plane: str, verb: str, body: bytes, env: Mapping[str, str]
-) -> str:
-    ring = load_keyring(env)
+def checked_lifetime(lifetime: int, env: Mapping[str, str]) -> int:
+    """``--lifetime`` once the server would take a token that lives so long (``token`` and
+    ``call`` alike): else a usage error here, not a 401 for every call."""
     longest = int(env.get(MAX_TTL_ENV) or DEFAULT_MAX_LIFETIME)
-    if not 1 <= args.lifetime <= longest:
+    if not 1 <= lifetime <= longest:
         raise ValueError(
             f"--lifetime must be 1 to {longest} seconds: the server refuses a longer token "
             f"({MAX_TTL_ENV})"
         )
+    return lifetime
+
+
+def mint_for(
+    args: argparse.Namespace, plane: str, verb: str, body: bytes, env: Mapping[str, str]
+) -> str:
+    ring = load_keyring(env)
+    checked_lifetime(args.lifetime, env)
     return mint_token(
         signing_key(ring, args.kid),
         plane=plane,

@@ -115,3 +115,14 @@ def raised(call: Callable[[], Any]) -> TransportFailed:
     with pytest.raises(TransportFailed) as failed:
         call()
     return failed.value
+
+
+@pytest.mark.parametrize("lifetime", ["0", "-5", "400"])
+def test_a_lifetime_the_server_refuses_is_a_usage_error(
+    server: Server, tenant: str, lifetime: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """As ``ratatoskr token`` refuses it: exit 2, nothing sent; within 1..300 it is sent."""
+    scope = ["--scope", f"tenant={tenant}", "--sub", tenant]
+    assert shell(server.url, "memory", "health", "--lifetime", lifetime, *scope) == 2
+    assert "--lifetime must be 1 to 300 seconds" in capsys.readouterr().err
+    assert shell(server.url, "memory", "health", "--lifetime", "300", *scope) == 0
