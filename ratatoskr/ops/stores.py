@@ -201,9 +201,9 @@ class Stores:
         if self._memory is None:
             path, exists = self._path(MEMORY, create)
             with _naming(MEMORY, path):
-                dim = self.paths.dim
-                if exists and dim is None:
-                    dim = _stored_dim(path)
+                # an existing file knows its own dimension: --dim (or the variable, set
+                # for another deployment in the operator's shell) only creates one
+                dim = _stored_dim(path) if exists else self.paths.dim
                 if dim is None:
                     raise ValueError(f"a new memory database needs --dim or {DIM_ENV}")
                 # operator commands never search: no mirror to load in the background

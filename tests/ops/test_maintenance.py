@@ -363,6 +363,19 @@ def test_a_misspelt_jti_ledger_is_an_error_not_a_ledger_left_out(
     assert not (filled.dir / "copy").exists()  # the backup made nothing
 
 
+def test_an_existing_file_keeps_its_own_dimension_whatever_dim_says(
+    filled: Files, admin: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--dim`` (or the variable, left in the shell from another deployment) only
+    creates a file: a healthy one of another dimension is not refused, nor failed by
+    ``check``."""
+    assert admin("list", "memory", "--dim", str(DIM * 2), "--json").json()["records"]
+    monkeypatch.setenv("RATATOSKR_MEMORY_EMBEDDING_DIM", str(DIM * 2))
+    ran = admin("check", "--json")
+    assert ran.code == 0, ran.out + ran.err
+    assert ran.json()["planes"]["memory"]["problems"] == []
+
+
 @pytest.mark.parametrize("flag", ["--memory-db", "--affect-db", "--jti-db"])
 def test_an_empty_location_flag_is_refused_not_taken_for_the_default(
     filled: Files, admin: Any, flag: str, monkeypatch: pytest.MonkeyPatch
