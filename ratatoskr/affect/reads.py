@@ -72,7 +72,9 @@ class AffectReads:
             last = self._fetch(
                 f"SELECT id FROM affect_states WHERE {admits} ORDER BY id DESC LIMIT 1", params
             )
-            end = (sql.text(last[0][0]),)
+            # its own snapshot: the states admitted may all be gone (deleted, or moved out
+            # of the filter) by now; the walk then ends at the last one the page saw
+            end = (sql.text(last[0][0] if last else rows[-1][0]),)
         return {
             "records": [rules.with_revision(orjson.loads(r), rev) for _, rev, r in page],
             "next_cursor": (
@@ -120,7 +122,8 @@ class AffectReads:
                 f"ORDER BY at_us {backwards}, id {backwards} LIMIT 1",
                 admit_args,
             )
-            end = (int(last[0][0]), sql.text(last[0][1]))
+            at, eid = last[0] if last else rows[-1][:2]  # as for ``list``: gone by now
+            end = (int(at), sql.text(eid))
         return {
             "events": [orjson.loads(r) for _, _, r in page],
             "next_cursor": (

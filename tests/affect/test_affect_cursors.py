@@ -14,6 +14,7 @@ from ratatoskr.affect.store import RatatoskrAffectStore, open_affect_store
 from ratatoskr.core.cursors import CursorCodec, filter_tag, make_walk, open_walk
 from ratatoskr.core.errors import InvalidArguments
 from tests.affect.helpers import T1, T2, FakeClock, append, ctx, event, put, state, walk
+from tests.backends import Backend
 
 SECRET = b"s" * 32
 
@@ -207,6 +208,36 @@ def _walk_with(read: Callable[..., dict[str, Any]], key: str, between: Callable[
         cursors.append(cursor)
         between()
     raise AssertionError("paging did not terminate")
+
+
+def test_a_first_page_whose_states_vanish_before_its_end_is_read_still_answers(
+    backend: Backend, tmp_path: Path, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first page and the walk's end are two reads; another caller's delete between
+    them leaves nothing admitted to end at. The page answers and its cursor pages on (it
+    answered 500 before)."""
+    store = backend.affect(backend.fresh(tmp_path, "affect"), clock=clock)
+    try:
+        put(store, [state(f"s{i}") for i in range(3)], "seed")
+        read = store._fetch
+        reads = 0
+
+        def between_the_two_reads(statement: str, args: Any) -> Any:
+            nonlocal reads
+            rows = read(statement, args)
+            reads += 1
+            if reads == 1:  # the page is read: every state it admits goes
+                store.delete_many(["s0", "s1", "s2"], ctx=ctx())
+            return rows
+
+        monkeypatch.setattr(store, "_fetch", between_the_two_reads)
+        page = store.list(limit=2, scope_all=T1)
+        assert [r["id"] for r in page["records"]] == ["s0", "s1"]
+        monkeypatch.undo()
+        rest = store.list(limit=2, scope_all=T1, cursor=page["next_cursor"])
+        assert rest == {"records": [], "next_cursor": None}
+    finally:
+        store.close()
 
 
 def test_list_paging_under_concurrent_inserts_and_deletes(
