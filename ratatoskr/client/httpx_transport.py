@@ -16,6 +16,11 @@ read bounded by the time left when the head was first awaited, and its body is c
 as the head is in. A timeout raises
 ``TimeoutError``; any other failure the socket's own error (a ``ConnectionRefusedError``,
 an ``ssl.SSLError``), each with httpx's exception as its cause.
+
+httpx cannot wait for ``100 Continue``, so a body over the server's limit is written until
+the server's reset; httpcore then reads the 413 the server sent first. The blocking client
+reads it from the socket; for asyncio, ``Listening`` keeps the connection reading while a
+large body goes out, so the 413 is not lost with the socket asyncio closes.
 """
 
 from __future__ import annotations
@@ -72,9 +77,6 @@ class Progress:
             self.connecting = True
         elif event == "http11.send_request_headers.started":
             self.sending = True
-
-    async def atrace(self, event: str, info: dict[str, Any]) -> None:
-        self.saw(event)
 
     def unsent_timeout(self) -> bool:
         return self.connecting and not self.sending
@@ -247,14 +249,76 @@ class HttpxTransport:
         self.http.close()
 
 
+LISTEN_BODY = 64 * 1024  # from this size the answer is listened for while the body goes out
+KNOWN_BOUND = 256  # connections remembered before the closed ones are forgotten
+
+
+def asyncio_transport(stream: Any) -> asyncio.Transport | None:
+    """The asyncio transport under an httpcore network stream (anyio's socket stream, under
+    its TLS stream for ``https://``), if it is one: ``None`` for any other kind."""
+    inner = getattr(stream, "_stream", None)  # httpcore's AnyIOStream
+    while inner is not None and not hasattr(inner, "_transport"):
+        inner = getattr(inner, "transport_stream", None)  # anyio's TLSStream
+    transport = getattr(inner, "_transport", None)
+    return transport if isinstance(transport, asyncio.Transport) else None
+
+
+class Listening:
+    """Keeps reading the connections a large body may go out on while it is written.
+
+    A server refusing a body over its limit answers 413 before reading it and closes the
+    connection, so the client, still writing, meets a reset. httpcore then reads the
+    answer, but anyio reads a connection only while it is asked for data, and asyncio
+    closes the socket on the failed write, dropping the 413 the kernel held (the blocking
+    client reads it from the socket). So while a large body is written, every connection
+    this transport has used and the new one the request may open keep reading: asyncio
+    reads the early answer into the connection's stream before the reset, and httpcore's
+    read after the failed write gets it. Reading a connection another request of the same
+    httpx client is using is harmless: what it reads is kept for that request."""
+
+    def __init__(self) -> None:
+        self.known: set[asyncio.Transport] = set()
+
+    def learn(self, stream: Any) -> None:
+        transport = asyncio_transport(stream)
+        if transport is not None and transport not in self.known:
+            if len(self.known) >= KNOWN_BOUND:
+                self.known = {t for t in self.known if not t.is_closing()}
+            if not transport.is_closing():
+                self.known.add(transport)
+
+    def listen(self) -> None:
+        self.known = {t for t in self.known if not t.is_closing()}
+        for transport in self.known:
+            with contextlib.suppress(Exception):
+                transport.resume_reading()
+
+
 class AsyncHttpxTransport:
     """An ``httpx.AsyncClient`` of the caller's behind the pools' ``post`` (as
-    ``HttpxTransport``), the exchange under ``asyncio.timeout``."""
+    ``HttpxTransport``), the exchange under ``asyncio.timeout``; a large body is written
+    while its connection is read (``Listening``)."""
 
     def __init__(self, http: httpx.AsyncClient, base_url: str, timeout: float) -> None:
         self.http = http
         self.base_url = base_url.rstrip("/")
         self.timeout = timeout
+        self.listening = Listening()
+
+    def _trace(self, progress: Progress, large: bool) -> Any:
+        """httpcore's ``trace``: the exchange's progress, and for a large body the
+        connections to read while it goes out."""
+
+        async def trace(event: str, info: dict[str, Any]) -> None:
+            progress.saw(event)
+            if not large:
+                return
+            if event in ("connection.connect_tcp.complete", "connection.start_tls.complete"):
+                self.listening.learn(info.get("return_value"))
+            elif event == "http11.send_request_body.started":
+                self.listening.listen()
+
+        return trace
 
     @property
     def closed(self) -> bool:
@@ -270,9 +334,13 @@ class AsyncHttpxTransport:
                     self.base_url + path,
                     content=body,
                     headers=dict(headers),
-                    extensions={"timeout": TimeLeft(deadline), "trace": progress.atrace},
+                    extensions={
+                        "timeout": TimeLeft(deadline),
+                        "trace": self._trace(progress, len(body) >= LISTEN_BODY),
+                    },
                 )
                 response = await self.http.send(request, stream=True)
+                self.listening.learn(response.extensions.get("network_stream"))
                 try:
                     content = await response.aread()
                 finally:

@@ -18,7 +18,7 @@ import httpx
 import pytest
 
 from ratatoskr.client import AsyncClient, Client
-from ratatoskr.client.errors import ClientClosed, TransportFailed
+from ratatoskr.client.errors import ClientClosed, PayloadTooLarge, TransportFailed
 from ratatoskr.client.http11 import Http11Pool, MayHaveRun
 from ratatoskr.client.http11_async import AsyncHttp11Pool
 from tests.client.scripted import read_request, scripted
@@ -223,3 +223,32 @@ def test_an_async_burst_keeps_to_the_connection_bound(tmp_path: Path) -> None:
             assert 1 <= script.connections <= (bound or 100)
     with pytest.raises(ValueError, match="max_connections"):
         AsyncClient("http://127.0.0.1:9", key=KEY, scope={"tenant": "t"}, max_connections=0)
+
+
+def test_a_body_over_the_limit_is_refused_413_through_a_callers_httpx_client(
+    server: Server, tenant: str
+) -> None:
+    """The server answers a body of megabytes over its limit with 413 and closes the
+    connection: through an httpx client, blocking or asyncio, the call raises that 413,
+    not the reset a client still writing the body meets; the connection serves on."""
+    scope = {"tenant": tenant}
+    huge = {"id": f"{tenant}-huge", "scope": scope, "pad": "x" * 15_000_000}
+
+    with httpx.Client() as http, Client(server.url, key=KEY, scope=scope, http=http) as client:
+        with pytest.raises(PayloadTooLarge) as refused:
+            client.affect.put_many([huge], idempotency_key="h")
+        assert refused.value.status == 413
+        assert client.memory.health()["status"] == "ok"
+
+    async def in_asyncio() -> None:
+        async with (
+            httpx.AsyncClient() as http,
+            AsyncClient(server.url, key=KEY, scope=scope, http=http) as aio,
+        ):
+            for _ in range(3):
+                with pytest.raises(PayloadTooLarge) as refused:
+                    await aio.affect.put_many([huge], idempotency_key="h")
+                assert refused.value.status == 413
+            assert (await aio.memory.health())["status"] == "ok"
+
+    asyncio.run(in_asyncio())
