@@ -186,6 +186,15 @@ _UNUSABLE: tuple[type[BaseException], ...] = (
 )
 
 
+def _create_owner_only(path: str) -> None:
+    """A new database file made empty with mode 0600 before SQLite opens it: it holds every
+    record verbatim, and SQLite would make it (and its WAL and shared-memory files, which
+    take its mode) readable by every local user under the usual umask. An existing file
+    keeps its mode; a directory that cannot take it is SQLite's to report."""
+    with contextlib.suppress(OSError):
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+
+
 class Database:
     """One SQLite file (or ``:memory:``) with sqlite-vec loaded and the schema migrated."""
 
@@ -215,6 +224,8 @@ class Database:
         if not self.in_memory and s.background_checkpoint and s.app_checkpoints:
             self.checkpointer = Checkpointer(lambda: self._connect(create=False, register=False))
         create = self.in_memory or self.settings.create_files
+        if create and not self.in_memory:
+            _create_owner_only(path)
         try:
             first = self._connect(create=create)
         except apsw.NotADBError:

@@ -22,6 +22,23 @@ def table_v2(conn: apsw.Connection) -> None:
     conn.execute("ALTER TABLE t ADD COLUMN y TEXT")
 
 
+def test_a_new_file_is_owner_only_and_so_are_its_wal_files(tmp_path: Path) -> None:
+    """Every record is in the file verbatim: made under the usual umask (022) it would be
+    readable by every local user, and SQLite gives the WAL and shared-memory files its mode."""
+    path = tmp_path / "new.db"
+    db = Database(str(path), [Migration(1, table_v1)])
+    with db.write() as conn:
+        conn.execute("INSERT INTO t VALUES (1)")
+    modes = {p.name: p.stat().st_mode & 0o777 for p in tmp_path.iterdir()}
+    db.close()
+    assert modes["new.db"] == 0o600
+    assert modes.get("new.db-wal", 0o600) == 0o600 and modes.get("new.db-shm", 0o600) == 0o600
+    # a file that exists keeps the mode its operator gave it
+    path.chmod(0o640)
+    Database(str(path), [Migration(1, table_v1)]).close()
+    assert path.stat().st_mode & 0o777 == 0o640
+
+
 def test_pragmas_on_a_file(tmp_path: Path) -> None:
     db = Database(str(tmp_path / "a.db"), [Migration(1, table_v1)])
     with db.read() as conn:
