@@ -199,6 +199,9 @@ class Stores:
 
     def memory(self, *, create: bool = False) -> MemoryStore:
         if self._memory is None:
+            if create and self.paths.dim is None and not self.exists(MEMORY):
+                # refused before ``_path`` makes the new file's directory
+                raise ValueError(f"a new memory database needs --dim or {DIM_ENV}")
             path, exists = self._path(MEMORY, create)
             with _naming(MEMORY, path):
                 # an existing file knows its own dimension: --dim (or the variable, set

@@ -63,11 +63,12 @@ def test_affect_event_import_and_bad_json(files: Files, admin: Any) -> None:
 def test_import_into_a_new_file_needs_a_dimension(
     tmp_path: Path, admin: Any, monkeypatch: Any
 ) -> None:
-    monkeypatch.setenv("RATATOSKR_MEMORY_DB", str(tmp_path / "new.db"))
+    monkeypatch.setenv("RATATOSKR_MEMORY_DB", str(tmp_path / "new" / "new.db"))
     path = tmp_path / "c.jsonl"
     write_lines(path, chunks(3))
     ran = admin("import", "memory", str(path))
     assert ran.code == 2 and "--dim" in ran.err
+    assert not (tmp_path / "new").exists()  # refused: not even the directory is made
     assert admin("import", "memory", str(path), "--dim", str(DIM)).code == 0
     assert admin("stats", "--json").json()["planes"]["memory"]["records"] == {"chunk": 3}
 
