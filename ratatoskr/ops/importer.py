@@ -66,8 +66,15 @@ def check_arguments(plane: str, kind: str | None, batch: int) -> str:
 
 
 def count_lines(path: str) -> int:
-    with open(path, "rb") as handle:
-        return sum(1 for _ in handle)
+    """The input's lines (for the progress bar); an input that cannot be read is refused
+    by name, before a store is opened."""
+    if os.path.isdir(path):
+        raise ValueError(f"{path} is a directory, not a JSON Lines file")
+    try:
+        with open(path, "rb") as handle:
+            return sum(1 for _ in handle)
+    except OSError as exc:
+        raise ValueError(f"{path} cannot be read ({exc.strerror})") from None
 
 
 def batch_key(path: str, kind: str, index: int, raw: list[bytes]) -> str:

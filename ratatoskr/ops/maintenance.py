@@ -144,7 +144,7 @@ def backup(
     for target in [*targets.values(), *([ledger_copy] if tokens is not None else [])]:
         if os.path.exists(target):  # before anything is copied
             raise ValueError(f"refusing to overwrite {target}")
-    os.makedirs(dest_dir, exist_ok=True)
+    _backup_directory(dest_dir)
     copied: dict[str, Any] = {}
     for plane, target in targets.items():
         size = stores.get(plane).backup(target)
@@ -160,6 +160,19 @@ def backup(
         with Stores(copy_paths, clock=stores.clock) as copies:
             out["check"] = check(copies)
     return out
+
+
+def _backup_directory(dest_dir: str) -> None:
+    """``dest_dir``, made if missing; one that is a file, cannot be made or cannot be
+    written to is refused by name before anything is copied."""
+    if os.path.exists(dest_dir) and not os.path.isdir(dest_dir):
+        raise ValueError(f"--to {dest_dir} is not a directory")
+    try:
+        os.makedirs(dest_dir, exist_ok=True)
+    except OSError as exc:
+        raise ValueError(f"--to {dest_dir} cannot be made ({exc.strerror})") from None
+    if not os.access(dest_dir, os.W_OK | os.X_OK):
+        raise ValueError(f"--to {dest_dir} is not writable")
 
 
 def _ledger_source(stores: Stores) -> str:

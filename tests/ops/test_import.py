@@ -95,6 +95,7 @@ def test_an_import_on_a_fresh_checkout_makes_its_data_directory(
     "wrong",
     [
         ["memory", "MISSING", "--dim", str(DIM)],
+        ["memory", "DIRECTORY", "--dim", str(DIM)],
         ["affect", "LINES", "--kind", "chunk"],
         ["memory", "LINES", "--kind", "state", "--dim", str(DIM)],
         ["affect", "LINES", "--batch", "0"],
@@ -102,7 +103,16 @@ def test_an_import_on_a_fresh_checkout_makes_its_data_directory(
         ["memory", "LINES", "--dim", "0"],
         ["memory", "LINES", "--dim", "8193"],
     ],
-    ids=["missing-file", "kind", "kind-memory", "batch-0", "batch-1001", "dim-0", "dim-8193"],
+    ids=[
+        "missing-file",
+        "directory",
+        "kind",
+        "kind-memory",
+        "batch-0",
+        "batch-1001",
+        "dim-0",
+        "dim-8193",
+    ],
 )
 def test_a_refused_import_creates_no_database(
     tmp_path: Path, admin: Any, monkeypatch: Any, wrong: list[str]
@@ -115,13 +125,12 @@ def test_a_refused_import_creates_no_database(
     monkeypatch.delenv("RATATOSKR_MEMORY_EMBEDDING_DIM", raising=False)
     lines = tmp_path / "lines.jsonl"
     write_lines(lines, chunks(2))
-    args = [
-        str(lines) if a == "LINES" else str(tmp_path / "none.jsonl") if a == "MISSING" else a
-        for a in wrong
-    ]
-    ran = admin("import", *args)
+    inputs = {"LINES": str(lines), "MISSING": str(tmp_path / "none.jsonl"), "DIRECTORY": "/"}
+    ran = admin("import", *[inputs.get(a, a) for a in wrong])
     assert ran.code == 2, ran.out + ran.err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["lines.jsonl"]
+    if wrong[1] in ("MISSING", "DIRECTORY"):  # named, with what is wrong with it
+        assert inputs[wrong[1]] in ran.err and "Errno" not in ran.err
 
 
 @pytest.mark.parametrize("batch", ["2", "5", "1000"])

@@ -219,6 +219,15 @@ def test_check_catches_a_bad_revision_and_a_newer_schema(filled: Files, admin: A
     assert any("newer" in p or "revision" in p for p in report["planes"]["affect"]["problems"])
 
 
+def test_backup_to_a_file_is_refused_by_name(filled: Files, admin: Any, tmp_path: Path) -> None:
+    target = tmp_path / "afile"
+    target.write_text("not a directory")
+    ran = admin("backup", "--to", str(target))
+    assert ran.code == 2, ran.out + ran.err
+    assert f"--to {target} is not a directory" in ran.err
+    assert target.read_text() == "not a directory"
+
+
 def test_backup_while_a_writer_commits(filled: Files, admin: Any, tmp_path: Path) -> None:
     stop = threading.Event()
     started = threading.Event()
