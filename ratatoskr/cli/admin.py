@@ -266,6 +266,7 @@ def _ui(args: argparse.Namespace, stores: Stores) -> int:
         port=args.port,
         allow_remote=args.allow_remote,
         operator=args.operator,
+        as_json=args.json,
     )
 
 

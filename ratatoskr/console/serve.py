@@ -16,6 +16,7 @@ import os
 import socket
 import sys
 
+import orjson
 import uvicorn
 
 from ratatoskr.console.app import create_console_app
@@ -64,8 +65,10 @@ def serve(
     port: int = DEFAULT_PORT,
     allow_remote: bool = False,
     operator: str | None = None,
+    as_json: bool = False,
 ) -> int:
-    """Serve until Ctrl-C (or SIGTERM); 0 on that stop."""
+    """Serve until Ctrl-C (or SIGTERM); 0 on that stop. ``as_json``: the start line is one
+    JSON object (``url``, ``operator``, ``host``, ``port``) for a script to read."""
     warning = check_host(host, allow_remote=allow_remote)
     # a database that cannot be reached now is a plane down, not a reason to refuse the
     # start: that is when the operator needs the console's view of the other plane
@@ -96,11 +99,16 @@ def serve(
         print(warning, file=sys.stderr, flush=True)
     for plane, reason in unreachable.items():
         print(f"warning: the {plane} plane is down: {reason}", file=sys.stderr, flush=True)
-    print(
-        f"ratatoskr console for {who}: http://{shown}:{bound}/?{TOKEN_PARAM}={secret.value}\n"
-        "open it in a browser on this machine; Ctrl-C stops the console",
-        flush=True,
-    )
+    url = f"http://{shown}:{bound}/?{TOKEN_PARAM}={secret.value}"
+    if as_json:
+        start = {"url": url, "operator": who, "host": host, "port": bound}
+        print(orjson.dumps(start).decode(), flush=True)
+    else:
+        print(
+            f"ratatoskr console for {who}: {url}\n"
+            "open it in a browser on this machine; Ctrl-C stops the console",
+            flush=True,
+        )
     config = uvicorn.Config(
         app,
         log_config=logging_config(level, log_format),

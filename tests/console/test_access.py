@@ -3,9 +3,11 @@ that a cross-site form cannot send; the host must be loopback unless allowed."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import httpx
+import orjson
 import pytest
 from starlette.routing import Route
 
@@ -14,7 +16,7 @@ from ratatoskr.console.app import ROUTES, create_console_app
 from ratatoskr.console.auth import CSRF_HEADER, Secret
 from ratatoskr.console.serve import check_host
 from ratatoskr.ops.stores import Paths, Stores
-from tests.console.conftest import MARKER, ConsoleProcess, Files
+from tests.console.conftest import MARKER, OPERATOR, ConsoleProcess, Files
 
 # every route, with its path filled in, and the static files
 PATHS = [(m, p.replace("{plane}", "memory")) for m, p, _ in ROUTES] + [
@@ -48,6 +50,24 @@ def _send(
     for name, value in (cookies or {}).items():
         client.cookies.set(name, value)
     return client.request(method, path, data=data, **kw)
+
+
+def test_with_json_the_start_line_is_one_json_object(tmp_path: Path, files: Files) -> None:
+    """``admin ui --json``: a script reads the URL from one JSON object, as every other
+    command's ``--json`` gives one."""
+    console = ConsoleProcess(tmp_path, files, ("--json",))
+    try:
+        start = orjson.loads(console.stdout().splitlines()[0])
+        assert start == {
+            "url": console.url,
+            "operator": OPERATOR,
+            "host": "127.0.0.1",
+            "port": console.port,
+        }
+        with httpx.Client(follow_redirects=True) as client:
+            assert client.get(start["url"]).status_code == 200
+    finally:
+        assert console.stop() == 0
 
 
 def test_every_route_refuses_a_missing_or_wrong_secret(console: ConsoleProcess) -> None:
