@@ -10,6 +10,7 @@ bidi or other invisible character escaped, so nothing a writer stored acts on th
 from __future__ import annotations
 
 import shlex
+import unicodedata
 from typing import Any
 
 import orjson
@@ -99,13 +100,14 @@ def shell_word(word: str) -> str | None:
     terminal acts on. None for a word holding a NUL, which no command line can pass."""
     if "\0" in word:
         return None
-    if not any(invisible(c) for c in word):
+    composed = unicodedata.is_normalized("NFC", word)  # else its combining marks as bytes
+    if composed and not any(invisible(c) for c in word):
         return shlex.quote(word)
     out: list[str] = []
     for char in word:
         if char in _SHELL_SHORT:
             out.append(_SHELL_SHORT[char])
-        elif invisible(char):
+        elif invisible(char) or (not composed and unicodedata.category(char).startswith("M")):
             out.extend(f"\\{b:03o}" for b in char.encode("utf-8", "surrogatepass"))
         else:
             out.append(char)

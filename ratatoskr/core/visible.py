@@ -5,7 +5,10 @@ A value is stored as a writer gave it: ``" bob"`` beside ``bob``, a lone blank, 
 origin, an escape sequence (``ESC [2K`` erases the line it is printed on), a newline, or a
 RIGHT-TO-LEFT OVERRIDE that would draw ``evil`` as ``live``. A plain value is written as it
 is; any other is written quoted, as JSON writes a string, with every invisible character as
-an escape (``"\\u202e"``). The console and the CLI write values alike.
+an escape (``"\\u202e"``). A value not in Unicode's composed form (NFC) is quoted too,
+its combining marks escaped: ``zoe`` and a COMBINING ACUTE ACCENT draws as ``zoé`` does,
+but is another value, which an erase typed from a request would miss. The console and the
+CLI write values alike.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ def is_plain(value: str) -> bool:
         and value[0] != '"'
         and value[-1] != '"'
         and not any(invisible(c) for c in value)
+        and unicodedata.is_normalized("NFC", value)
     )
 
 
@@ -41,17 +45,21 @@ def _code(char: str) -> str:
     return f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
 
 
-def _escaped(char: str) -> str:
+def _escaped(char: str, marks: bool) -> str:
     if char in _SHORT:
         return _SHORT[char]
-    return _code(char) if invisible(char) else char
+    if invisible(char) or (marks and unicodedata.category(char).startswith("M")):
+        return _code(char)
+    return char
 
 
 def shown(value: str) -> str:
-    """The value as a person is shown it: as it is when plain, else quoted and escaped."""
+    """The value as a person is shown it: as it is when plain, else quoted and escaped
+    (and its combining marks too, when it is not in composed form)."""
     if is_plain(value):
         return value
-    return '"' + "".join(_escaped(c) for c in value) + '"'
+    marks = not unicodedata.is_normalized("NFC", value)
+    return '"' + "".join(_escaped(c, marks) for c in value) + '"'
 
 
 def defanged(text: str) -> str:

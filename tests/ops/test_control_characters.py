@@ -91,6 +91,32 @@ def _pasted(hint: str) -> list[str]:
     return [w.decode("utf-8", "surrogateescape") for w in ran.stdout.split(b"\0")[:-1]]
 
 
+def test_two_values_that_draw_alike_are_shown_apart(files: Files, admin: Any) -> None:
+    """``zoé`` composed and ``zoe`` with a COMBINING ACUTE ACCENT draw alike but are two
+    values: the composed one is shown as it is, the other quoted with its mark escaped,
+    and each one's hint, pasted, selects it alone."""
+    composed, decomposed = "zo\u00e9", "zoe\u0301"
+    memory = open_memory_store(str(files.memory), embedding_dim=DIM)
+    memory.upsert_many(
+        [
+            {"id": f"u{n}", "embedding": [0.5] * DIM, "scope": {"tenant": "t", "end_user": user}}
+            for n, user in enumerate((composed, decomposed))
+        ],
+        idempotency_key="lookalikes",
+        ctx=CTX,
+    )
+    memory.close()
+    lines = admin("explore", "memory", "--facet", "end_user").out.splitlines()
+    rows = [line.strip() for line in lines if "zo" in line]
+    assert len(rows) == 2
+    assert any(line.startswith(composed + " ") for line in rows)
+    assert any(line.startswith('"zoe\\u0301"') for line in rows)
+    for line, user in zip(sorted(rows), sorted([decomposed, composed]), strict=True):
+        words = _pasted(line[line.index("--narrow") :].rstrip())
+        listed = admin("list", "memory", *words, "--json").json()["records"]
+        assert [r["scope"]["end_user"] for r in listed] == [user]
+
+
 def test_every_narrow_hint_pasted_into_a_shell_selects_its_bucket(odd: Files, admin: Any) -> None:
     lines = admin("explore", "memory", "--facet", "end_user").out.splitlines()
     hints = [line[line.index("--narrow") :].rstrip() for line in lines if "--narrow" in line]
