@@ -145,6 +145,10 @@ def _reason(exc: BaseException) -> str:
         apsw.BusyError: "the database is locked by another writer",
         apsw.LockedError: "the database is locked",
         apsw.FullError: "the disk holding the database is full",
+        apsw.ReadOnlyError: "the database is read-only (its file, its directory or the disk)",
+        apsw.CorruptError: "the database file is damaged (ratatoskr admin check)",
+        apsw.NotADBError: "the file is not a SQLite database",
+        apsw.PermissionsError: "the database file's permissions refuse this process",
     }
     return reasons.get(type(exc), "the database cannot be read or written")
 

@@ -69,7 +69,7 @@ def test_a_write_that_finds_the_file_damaged_makes_it_down(tmp_path: Path) -> No
     store = open_affect_store(str(path))  # a worker starting on the damaged file
     try:
         again = [{**s, "note": "rewritten"} for s in states]
-        with pytest.raises(Unavailable, match="cannot be read or written"):
+        with pytest.raises(Unavailable, match="damaged"):
             store.put_many(again, idempotency_key="again", ctx=CTX)
         failure = store.db.last_write_failure
         assert failure is not None and failure.unusable
@@ -115,3 +115,25 @@ def test_a_file_made_unwritable_under_the_store_is_degraded_while_it_still_serve
             subprocess.run(["chattr", "-i", str(path)], check=True)
     finally:
         store.close()
+
+
+def test_a_write_to_a_file_that_became_read_only_says_so(tmp_path: Path) -> None:
+    """The reason names what is wrong: a read-only file, not "cannot be read or written"
+    (it can be read)."""
+    path = tmp_path / "a.db"
+    store = open_affect_store(str(path))
+    store.put_many([{"id": "s", "scope": {"tenant": "t"}}], idempotency_key="k", ctx=CTX)
+    store.close()
+    subprocess.run(["chattr", "+i", str(path)], check=True)
+    try:
+        store = open_affect_store(str(path))
+        try:
+            with pytest.raises(Unavailable, match="the database is read-only"):
+                store.put_many(
+                    [{"id": "t", "scope": {"tenant": "t"}}], idempotency_key="k2", ctx=CTX
+                )
+            assert store.get("s", ctx=CTX) is not None  # it can be read
+        finally:
+            store.close()
+    finally:
+        subprocess.run(["chattr", "-i", str(path)], check=True)
