@@ -165,14 +165,18 @@ def revision_problems(conn: Connection, table: Table) -> list[str]:
     return [f"{bad} {table.kind}(s) with a revision below 1"] if bad else []
 
 
-def json_problems(conn: Connection, table: Table, invalid: str) -> list[str]:
-    """A problem when some record of ``table`` holds a record or scope that is not JSON
-    (``get`` of it could not answer); ``invalid`` is the backend's test of one column,
-    with ``{}`` for the column."""
-    test = " OR ".join(invalid.format(c) for c in ("record_json", "scope_json"))
-    rows = conn.execute(f"SELECT count(*) FROM {table.name} WHERE {test}").fetchall()
-    bad = int(rows[0][0])
-    return [f"{bad} {table.kind}(s) whose stored record is not JSON"] if bad else []
+def json_problems(conn: Connection, table: Table, not_object: str) -> list[str]:
+    """A problem when some record of ``table`` holds a record, or a scope, that is not a
+    JSON object (``get`` or a scoped read of it could not answer); ``not_object`` is the
+    backend's test of one column, with ``{}`` for the column."""
+    problems = []
+    for column, what in (("record_json", "record"), ("scope_json", "scope")):
+        test = not_object.format(column)
+        rows = conn.execute(f"SELECT count(*) FROM {table.name} WHERE {test}").fetchall()
+        bad = int(rows[0][0])
+        if bad:
+            problems.append(f"{bad} {table.kind}(s) whose stored {what} is not a JSON object")
+    return problems
 
 
 def idempotency_problems(damaged: int) -> list[str]:

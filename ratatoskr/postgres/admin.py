@@ -35,7 +35,9 @@ from ratatoskr.postgres.scope_sql import POSTGRES
 from ratatoskr.sqlite.database import Database
 
 T = TypeVar("T")
-_NOT_JSON = "NOT pg_input_is_valid({}, 'json')"
+_NOT_OBJECT = (
+    "CASE WHEN pg_input_is_valid({0}, 'json') THEN json_typeof({0}::json) <> 'object' ELSE true END"
+)
 JSON_CHECK_VERSION = 160000  # pg_input_is_valid came with PostgreSQL 16
 
 
@@ -207,7 +209,7 @@ class PgAdmin(RecordAdmin):
                 problems.append(f"the plane marker is not {self.PLANE}")
             problems += self._revision_problems(conn)
             if conn.info.server_version >= JSON_CHECK_VERSION:
-                problems += [p for t in self.TABLES for p in json_problems(conn, t, _NOT_JSON)]
+                problems += [p for t in self.TABLES for p in json_problems(conn, t, _NOT_OBJECT)]
             problems += idempotency_problems(self.IDEMPOTENCY.damaged(conn))
             return problems + self._plane_problems(conn)
 

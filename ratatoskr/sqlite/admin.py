@@ -29,7 +29,8 @@ from ratatoskr.sqlite.replica import litestream_dir, replica_lag
 from ratatoskr.sqlite.scope_sql import SQLITE
 
 T = TypeVar("T")
-_NOT_JSON = "json_valid({}) = 0"  # SQLite's own JSON parser
+# SQLite's own JSON parser (json_type of text that is not JSON is an error, not NULL)
+_NOT_OBJECT = "CASE WHEN json_valid({0}) THEN json_type({0}) <> 'object' ELSE 1 END"
 
 
 class SqliteAdmin(RecordAdmin):
@@ -141,7 +142,7 @@ class SqliteAdmin(RecordAdmin):
         with self.db.read() as conn:
             problems = upkeep.file_problems(conn, self.db, self.PLANE)
             problems += self._revision_problems(conn)
-            problems += [p for t in self.TABLES for p in json_problems(conn, t, _NOT_JSON)]
+            problems += [p for t in self.TABLES for p in json_problems(conn, t, _NOT_OBJECT)]
             problems += idempotency_problems(self.IDEMPOTENCY.damaged(conn))
             return problems + self._plane_problems(conn)
 

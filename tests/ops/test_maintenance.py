@@ -140,14 +140,18 @@ def test_check_catches_vectors_and_records_a_read_would_trip_on(filled: Files, a
     conn.close()
     conn = raw(filled.affect)
     conn.execute("UPDATE affect_events SET scope_json = 'tenant=acme' WHERE id = 'e0002'")
+    conn.execute("UPDATE affect_states SET scope_json = '\"acme\"' WHERE id = 's0002'")
     conn.close()
     report = admin("check", "--json").json()
     assert report["ok"] is False
     assert report["planes"]["memory"]["problems"] == [
-        "1 chunk(s) whose stored record is not JSON",
+        "1 chunk(s) whose stored record is not a JSON object",
         "1 chunk(s) whose float64 vector has the wrong length",
     ]
-    assert report["planes"]["affect"]["problems"] == ["1 event(s) whose stored record is not JSON"]
+    assert report["planes"]["affect"]["problems"] == [
+        "1 event(s) whose stored scope is not a JSON object",
+        "1 state(s) whose stored scope is not a JSON object",  # JSON, but not a scope
+    ]
 
     conn = raw(filled.memory)
     conn.execute(f"UPDATE ratatoskr_meta SET value = '{DIM + 1}' WHERE key = 'embedding_dim'")

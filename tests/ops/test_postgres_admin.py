@@ -415,7 +415,9 @@ def test_check_catches_a_record_that_is_not_json_on_postgresql(
         memory.close()
     both_planes_at(monkeypatch, url)
     report = admin("check", "--json").json()
-    assert report["planes"]["memory"]["problems"] == ["1 chunk(s) whose stored record is not JSON"]
+    assert report["planes"]["memory"]["problems"] == [
+        "1 chunk(s) whose stored record is not a JSON object"
+    ]
     assert report["planes"]["affect"]["problems"] == [] and report["ok"] is False
 
 
