@@ -18,6 +18,7 @@ costs no call (a check before every checkout would cost a round trip on every ca
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import random
 import threading
@@ -62,6 +63,10 @@ BACKOFF = 0.005  # seconds
 MAX_BACKOFF = 0.1
 MAX_ATTEMPTS = 100  # a bound besides the time, never reached by contention alone
 APPLICATION_NAME = "ratatoskr"
+# The pool logs each failed reconnect as a warning (libpq's text). Where no logging is set
+# up (a command starting, the admin CLI) Python would print them raw to stderr, three lines
+# before the command's own message; a server's configured logging still receives them.
+logging.getLogger("psycopg.pool").addHandler(logging.NullHandler())
 
 T = TypeVar("T")
 Conn = psycopg.Connection[Any]

@@ -9,6 +9,8 @@ run left off, and checks the copy at the end.
 from __future__ import annotations
 
 import struct
+import subprocess
+import sys
 import time
 from typing import Any, cast
 
@@ -31,7 +33,7 @@ from ratatoskr.server.settings import SettingsError, load_settings
 from ratatoskr.sqlite.jti import JtiLedger, ledger_beside
 from tests.backends import postgres_schema, postgres_server
 from tests.ops.conftest import CTX, DIM, Files, chunks
-from tests.server.harness import free_port
+from tests.server.harness import clean_env, free_port
 
 OTHER = CallContext(actor="someone-else")
 
@@ -164,6 +166,28 @@ def test_a_migration_whose_check_fails_stays_unfinished(files: Files, url: str) 
     with Stores(paths) as stores:  # run again: the same difference, still unfinished
         assert migrate_ops.migrate(stores, url)["ok"] is False
     assert unfinished_migrations(url) == ["memory"]
+
+
+def test_a_database_that_does_not_exist_is_said_once(files: Files) -> None:
+    """The pool's reconnect warnings (libpq's text, three times over five seconds) are not
+    the operator's to read: the command's own message is. A process of its own, as an
+    operator runs it: pytest's logging would catch the warnings in process."""
+    missing = postgres_server().url("no_such_database")
+    ran = subprocess.run(
+        [sys.executable, "-m", "ratatoskr", "admin", "migrate", "--to", missing, "--json"],
+        capture_output=True,
+        text=True,
+        cwd=files.dir,
+        env=clean_env(
+            {"RATATOSKR_MEMORY_DB": str(files.memory), "RATATOSKR_AFFECT_DB": str(files.affect)}
+        ),
+        timeout=60,
+    )
+    assert ran.returncode == 2
+    assert ran.stderr.strip().splitlines() == [
+        f"ratatoskr admin migrate: {ran.stderr.split(': ', 1)[1].strip()}"
+    ]
+    assert 'database "no_such_database" does not exist' in ran.stderr
 
 
 def test_every_admin_command_works_against_urls(
