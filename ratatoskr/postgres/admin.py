@@ -88,6 +88,17 @@ class SqliteStore(Protocol):
     def close(self) -> None: ...
 
 
+def _durability_setting(conn: Conn) -> str:
+    """The setting that decides what an acknowledged write survives, as ``stats`` shows
+    it beside SQLite's ``synchronous``: ``fsync=off`` when off (nothing is sure to reach
+    the disk), else ``synchronous_commit=...``."""
+    row = conn.execute(
+        "SELECT current_setting('fsync'), current_setting('synchronous_commit')"
+    ).fetchone()
+    fsync, commit = (str(row[0]), str(row[1])) if row else ("on", "on")
+    return "fsync=off" if fsync == "off" else f"synchronous_commit={commit}"
+
+
 class PgAdmin(RecordAdmin):
     """The operator methods of a plane store over one PostgreSQL database."""
 
@@ -179,6 +190,7 @@ class PgAdmin(RecordAdmin):
                 "idempotency_entries": self.IDEMPOTENCY.count(conn),
                 "idempotency_expired": self.IDEMPOTENCY.count(conn, now),
                 "schema_version": current_version(conn, self.db.component),
+                "synchronous": _durability_setting(conn),
             }
 
         out = self.db.read(read)

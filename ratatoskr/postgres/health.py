@@ -1,7 +1,7 @@
 """The health rules of a plane on PostgreSQL (the SQLite store's, for this backend).
 
-``ok`` names the durability in force (PostgreSQL's ``synchronous_commit``), as the SQLite
-stores name theirs. ``down`` when PostgreSQL cannot be reached, pgvector or the plane's
+``ok`` names the durability in force (PostgreSQL's ``fsync`` and ``synchronous_commit``), as
+the SQLite stores name theirs. ``down`` when PostgreSQL cannot be reached, pgvector or the plane's
 tables are missing, or the plane's schema version is not the one this build knows;
 ``degraded`` while it serves but needs an operator: the database takes no writes (a
 standby), the last write of this process failed for a reason other than a conflict or a
@@ -34,7 +34,7 @@ READ_ONLY = (
 )
 # health reads in a READ ONLY transaction, so it asks what a write's transaction would be
 _MODES = (
-    "SELECT current_setting('synchronous_commit'), "
+    "SELECT current_setting('synchronous_commit'), current_setting('fsync'), "
     "pg_is_in_recovery() OR current_setting('default_transaction_read_only') = 'on'"
 )
 
@@ -44,16 +44,19 @@ def check_pg_health(
     expired_backlog: Callable[[Conn], int],
     probe: Callable[[Conn], object] | None = None,
 ) -> dict[str, Any]:
-    def look(conn: Conn) -> tuple[int, int, str, bool]:
+    def look(conn: Conn) -> tuple[int, int, str, str, bool]:
         if probe is not None:
             probe(conn)
         row = conn.execute(_MODES).fetchone()
-        mode, read_only = (str(row[0]), bool(row[1])) if row else ("on", False)
-        return current_version(conn, db.component), expired_backlog(conn), mode, read_only
+        mode, fsync, read_only = (
+            (str(row[0]), str(row[1]), bool(row[2])) if row else ("on", "on", False)
+        )
+        version = current_version(conn, db.component)
+        return version, expired_backlog(conn), mode, fsync, read_only
 
     wait = min(HEALTH_WAIT, db.settings.timeout)
     try:
-        version, backlog, mode, read_only = db.read(look, wait=wait)
+        version, backlog, mode, fsync, read_only = db.read(look, wait=wait)
     except Unavailable as exc:
         if isinstance(exc.__context__, PoolTimeout) and db.reachable(HEALTH_WAIT):
             return {"status": "degraded", "reason": BUSY}
@@ -69,10 +72,17 @@ def check_pg_health(
         return {"status": "degraded", "reason": f"a write failed: {failure.reason}"}
     if backlog > IDEMPOTENCY_BACKLOG_BOUND:
         return {"status": "degraded", "reason": "expired idempotency entries need pruning"}
-    return {"status": "ok", "reason": durability(mode)}
+    return {"status": "ok", "reason": durability(mode, fsync)}
 
 
-def durability(synchronous_commit: str) -> str:
+def durability(synchronous_commit: str, fsync: str = "on") -> str:
+    """What an acknowledged write survives, by the two settings that decide it: without
+    ``fsync`` nothing is sure to reach the disk, whatever ``synchronous_commit`` says."""
+    if fsync == "off":
+        return (
+            "durability fsync=off: a crash of the machine may lose acknowledged writes and "
+            "damage the database"
+        )
     if synchronous_commit == "off":
         return (
             "durability synchronous_commit=off: a crash of PostgreSQL may drop the last "

@@ -33,7 +33,7 @@ def test_health_is_ok_on_a_fresh_store(store: Any) -> None:
     # a store names the durability its writes have; the in-memory reference has none
     reason = DURABILITY["FULL"] if isinstance(store, RatatoskrAffectStore) else None
     if isinstance(store, PgAffectStore):  # the test cluster runs without durability
-        reason = durability("off")
+        reason = durability("off", "off")
     assert store.health() == {"status": "ok", "reason": reason}
 
 

@@ -16,7 +16,7 @@ from ratatoskr.core.errors import Unavailable
 from ratatoskr.memory.postgres.store import PgMemoryStore
 from ratatoskr.ops.locations import open_memory
 from ratatoskr.postgres.database import PgSettings
-from ratatoskr.postgres.health import BUSY, HEALTH_WAIT
+from ratatoskr.postgres.health import BUSY, HEALTH_WAIT, durability
 from tests.backends import postgres_schema
 from tests.memory.helpers import DIM
 from tests.pgserver import PostgresServer, running
@@ -86,5 +86,19 @@ def test_the_waiting_gauge_counts_callers_waiting_now_not_those_that_gave_up() -
             assert outcomes == ["unavailable"]  # it gave up after the pool's timeout
             assert store.db.pool_stats()["waiting"] == 0  # and is no longer counted
         assert store.db.pool_stats()["waiting"] == 0
+    finally:
+        store.close()
+
+
+def test_the_durability_named_is_fsyncs_before_synchronous_commits() -> None:
+    """Without ``fsync`` nothing reaches the disk for sure, whatever ``synchronous_commit``
+    says (the test cluster runs with both off: its health says fsync)."""
+    assert "fsync=off" in durability("on", "off")
+    assert "may lose acknowledged writes" in durability("on", "off")
+    assert durability("on", "on").startswith("durability synchronous_commit=on: every")
+    assert "may drop" in durability("off", "on")
+    store = cast(PgMemoryStore, open_memory(postgres_schema("durable"), embedding_dim=DIM))
+    try:
+        assert store.health() == {"status": "ok", "reason": durability("off", "off")}
     finally:
         store.close()

@@ -215,6 +215,9 @@ def test_every_admin_command_works_against_urls(
     assert "hunter2" not in stats.out + shown.out + shown.err
     assert "jti ledger" in shown.out and "None" not in shown.out  # its sync is the server's
     assert "postgres:***@" in stats.json()["planes"]["memory"]["path"]
+    # the durability in force, as SQLite's synchronous (the test cluster runs without fsync)
+    assert {p["synchronous"] for p in stats.json()["planes"].values()} == {"fsync=off"}
+    assert "fsync=off" in shown.out
     assert admin("check").code == 0
     backup = admin("backup", "--to", str(tmp_path / "backup"), "--json")
     assert backup.code == 0, backup.err

@@ -87,8 +87,8 @@ def test_healthz_touches_no_database(client: TestClient, store: RatatoskrMemoryS
 DURABLE = {
     "sqlite": "durability FULL: every acknowledged write is on disk",
     # the test cluster runs without durability (tests/pgserver.py): the reason says so
-    "postgresql": "durability synchronous_commit=off: a crash of PostgreSQL may drop the last "
-    "acknowledged writes",
+    "postgresql": "durability fsync=off: a crash of the machine may lose acknowledged writes "
+    "and damage the database",
 }
 
 
