@@ -43,7 +43,8 @@ from ratatoskr.postgres.jti import PgJtiLedger
 from ratatoskr.postgres.probe import MIGRATION_MARKER as MARKER
 
 Progress = Callable[[str, int], None]
-_TABLES = {MEMORY: ("memory_chunks",), AFFECT: ("affect_states", "affect_events")}
+# the tables each plane copies, in order, as its own package names them
+_TABLES = {MEMORY: memory_transfer.COPIED_TABLES, AFFECT: affect_transfer.COPIED_TABLES}
 
 
 class MigrationRefused(ValueError):
@@ -77,14 +78,8 @@ def _marker(db: PgDatabase, plane: str) -> tuple[str, str, str | None, bool] | N
 
 
 def _rows_in(db: PgDatabase, plane: str) -> int:
-    def count(conn: Conn) -> int:
-        total = 0
-        for table in (*_TABLES[plane], f"{plane}_idempotency"):
-            row = conn.execute(f"SELECT count(*) FROM {table}").fetchone()
-            total += int(row[0]) if row else 0
-        return total
-
-    return db.read(count)
+    held = memory_transfer.rows_held if plane == MEMORY else affect_transfer.rows_held
+    return db.read(held)
 
 
 def _set_marker(conn: Conn, plane: str, source: str, table: str, last: str | None) -> None:
@@ -150,11 +145,10 @@ def _copy_plane(
     def finish(conn: Conn) -> None:
         # the file's entries replace any there: those of a run that finished before, whose
         # end check failed, so that this one is run again
-        conn.execute(f"DELETE FROM {plane}_idempotency")
         if plane == MEMORY:
-            memory_transfer.copy_idempotency(conn, lite)
+            memory_transfer.replace_idempotency(conn, lite)
         else:
-            affect_transfer.copy_idempotency(conn, lite)
+            affect_transfer.replace_idempotency(conn, lite)
             affect_transfer.copy_secret(conn, lite)
         conn.execute(f"UPDATE {MARKER} SET done = true WHERE plane = %s", (plane,))
 

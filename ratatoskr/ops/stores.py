@@ -29,9 +29,10 @@ from ratatoskr.core.locations import (
 )
 from ratatoskr.memory.admin_sql import stored_dim
 from ratatoskr.memory.interface import MemoryStore
+from ratatoskr.memory.postgres.schema import stored_dim as pg_stored_dim
 from ratatoskr.ops.filters import check_plane
 from ratatoskr.ops.locations import describe, is_postgres, ledger_location, open_affect, open_memory
-from ratatoskr.postgres.probe import component_version, meta_value
+from ratatoskr.postgres.probe import component_version
 from ratatoskr.postgres.url import LocationError, check_location
 from ratatoskr.sqlite.database import SchemaError
 
@@ -132,10 +133,10 @@ def _naming(plane: str, path: str) -> Iterator[None]:
 def _stored_dim(location: str) -> int:
     if not is_postgres(location):
         return stored_dim(location)
-    found = meta_value(location, "memory_meta", "embedding_dim")
+    found = pg_stored_dim(location)
     if found is None:
-        raise SchemaError("the database holds no memory store (no embedding_dim in memory_meta)")
-    return int(found)
+        raise SchemaError("the database holds no memory store (no embedding dimension recorded)")
+    return found
 
 
 class Stores:

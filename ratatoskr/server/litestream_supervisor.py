@@ -45,10 +45,8 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import IO, Any
 
-import apsw
 import httpx
 import orjson
-import sqlite_vec
 
 from ratatoskr.core.parent_death import die_with_parent
 from ratatoskr.server.logs import configure_logging
@@ -74,6 +72,7 @@ from ratatoskr.sqlite.replica import (
     url_secrets,
     write_state,
 )
+from ratatoskr.sqlite.upkeep import checkpoint_file, file_size
 
 logger = logging.getLogger("ratatoskr.replication")
 BACKOFF_FIRST = 1.0
@@ -270,7 +269,7 @@ class Supervisor:
             before = file_size(wal)
             if before <= bound or self.stopping.is_set():
                 continue
-            done = checkpoint_truncate(file.path, self.checkpoint_busy_ms)
+            done = checkpoint_file(file.path, self.checkpoint_busy_ms)
             log(
                 logging.WARNING if done else logging.ERROR,
                 "wal checkpointed while litestream is down"
@@ -441,30 +440,6 @@ class Supervisor:
             state.restarts = self.restarts
             with contextlib.suppress(OSError):
                 write_state(file.path, state)
-
-
-def file_size(path: str) -> int:
-    try:
-        return os.path.getsize(path)
-    except OSError:
-        return 0
-
-
-def checkpoint_truncate(path: str, busy_timeout_ms: int) -> bool:
-    """``PRAGMA wal_checkpoint(TRUNCATE)`` on a connection of its own, opened as the
-    project's ``Database`` opens one (sqlite-vec loaded; never creating the file); False
-    when a reader or writer held the WAL past the busy timeout."""
-    conn = apsw.Connection(path, flags=apsw.SQLITE_OPEN_READWRITE)
-    try:
-        conn.set_busy_timeout(busy_timeout_ms)
-        conn.enable_load_extension(True)
-        conn.load_extension(sqlite_vec.loadable_path())
-        conn.enable_load_extension(False)
-        conn.execute("PRAGMA wal_autocheckpoint=0")
-        busy, _, _ = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()[0]
-        return int(busy) == 0
-    finally:
-        conn.close()
 
 
 def log(level: int, event: str, **fields: Any) -> None:

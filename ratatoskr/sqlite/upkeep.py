@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 
 import apsw
+import sqlite_vec
 
 from ratatoskr.sqlite.database import Database
 
@@ -106,3 +107,21 @@ def backup_to(db: Database, dest: str) -> int:
         target.close()
     os.chmod(dest, 0o600)
     return file_size(dest)
+
+
+def checkpoint_file(path: str, busy_timeout_ms: int) -> bool:
+    """``PRAGMA wal_checkpoint(TRUNCATE)`` on a connection of its own to the file at
+    ``path``, opened as ``Database`` opens one (sqlite-vec loaded; never creating the file):
+    for a process that holds no store, as the replication supervisor bounding a WAL while
+    Litestream is down. False when a reader or writer held the WAL past the busy timeout."""
+    conn = apsw.Connection(path, flags=apsw.SQLITE_OPEN_READWRITE)
+    try:
+        conn.set_busy_timeout(busy_timeout_ms)
+        conn.enable_load_extension(True)
+        conn.load_extension(sqlite_vec.loadable_path())
+        conn.enable_load_extension(False)
+        conn.execute("PRAGMA wal_autocheckpoint=0")
+        busy, _, _ = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()[0]
+        return int(busy) == 0
+    finally:
+        conn.close()

@@ -65,6 +65,28 @@ def copy_rows(pg: Conn, table: str, rows: list[Any]) -> None:
     cb.copy_in(pg, table, TABLES[table], b"".join(parts))
 
 
+# the tables ``admin migrate`` copies batch by batch, in order (then the idempotency
+# entries whole): the names its progress marker records
+COPIED_TABLES = ("affect_states", "affect_events")
+
+
+def rows_held(pg: Conn) -> int:
+    """The plane's records and idempotency entries in the database (0: nothing to clash
+    with a migration into it)."""
+    total = 0
+    for table in (*COPIED_TABLES, "affect_idempotency"):
+        row = pg.execute(f"SELECT count(*) FROM {table}").fetchone()
+        total += int(row[0]) if row else 0
+    return total
+
+
+def replace_idempotency(pg: Conn, lite: apsw.Connection) -> int:
+    """The file's idempotency entries in place of any in the database (those of an earlier
+    run whose end check failed)."""
+    pg.execute("DELETE FROM affect_idempotency")
+    return copy_idempotency(pg, lite)
+
+
 def copy_idempotency(pg: Conn, lite: apsw.Connection) -> int:
     rows = lite.execute(f"SELECT {IDEMPOTENCY_COLUMNS} FROM affect_idempotency").fetchall()
     if rows:

@@ -29,6 +29,7 @@ import psycopg
 from ratatoskr.memory.search.ranking import FAR_NORM_HIGH, FAR_NORM_LOW
 from ratatoskr.postgres.idempotency import create_table
 from ratatoskr.postgres.migrations import Migration, ensure_vector
+from ratatoskr.postgres.probe import meta_value
 from ratatoskr.sqlite.scope_sql import COLUMNS
 
 PLAIN_MAX_DIM = 2000  # 2,000 x 4 bytes + the row's other columns stay under a page (8 KiB)
@@ -104,3 +105,10 @@ def is_partitioned(conn: Conn) -> bool:
         "WHERE partrelid = 'memory_chunks'::regclass)"
     ).fetchone()
     return bool(row and row[0])
+
+
+def stored_dim(url: str) -> int | None:
+    """The embedding dimension the memory plane in the database at ``url`` was created
+    with, read without opening a store; None when it holds no memory plane."""
+    found = meta_value(url, "memory_meta", "embedding_dim")
+    return None if found is None else int(found)

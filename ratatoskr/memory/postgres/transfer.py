@@ -114,6 +114,28 @@ def copy_chunks(pg: Conn, rows: list[Any], partitioned: bool = False) -> None:
     cb.copy_in(pg, "memory_chunks", CHUNK_COLUMNS, chunks_payload(rows, partitioned))
 
 
+# the tables ``admin migrate`` copies batch by batch, in order (then the idempotency
+# entries whole): the names its progress marker records
+COPIED_TABLES = ("memory_chunks",)
+
+
+def rows_held(pg: Conn) -> int:
+    """The plane's records and idempotency entries in the database (0: nothing to clash
+    with a migration into it)."""
+    total = 0
+    for table in (*COPIED_TABLES, "memory_idempotency"):
+        row = pg.execute(f"SELECT count(*) FROM {table}").fetchone()
+        total += int(row[0]) if row else 0
+    return total
+
+
+def replace_idempotency(pg: Conn, lite: apsw.Connection) -> int:
+    """The file's idempotency entries in place of any in the database (those of an earlier
+    run whose end check failed)."""
+    pg.execute("DELETE FROM memory_idempotency")
+    return copy_idempotency(pg, lite)
+
+
 def copy_idempotency(pg: Conn, lite: apsw.Connection) -> int:
     rows = lite.execute(f"SELECT {IDEMPOTENCY_COLUMNS} FROM memory_idempotency").fetchall()
     if rows:
