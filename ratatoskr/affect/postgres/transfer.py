@@ -14,13 +14,14 @@ import apsw
 
 from ratatoskr.core.cursors import SECRET_META_KEY
 from ratatoskr.postgres import copy_binary as cb
+from ratatoskr.postgres import transfer_rows
 from ratatoskr.postgres.database import Conn
+from ratatoskr.postgres.transfer_rows import IDEMPOTENCY_COLUMNS
 
 STATE_COLUMNS = (
     "id, revision, tenant, grp, end_user, agent_self, scope_json, updated_at, record_json"
 )
 EVENT_COLUMNS = "id, at_us, tenant, grp, end_user, agent_self, scope_json, appended_at, record_json"
-IDEMPOTENCY_COLUMNS = "idempotency_id, digest, record_ids, expires_at"
 TABLES = {"affect_states": STATE_COLUMNS, "affect_events": EVENT_COLUMNS}
 BATCH = 2000
 
@@ -73,30 +74,12 @@ COPIED_TABLES = ("affect_states", "affect_events")
 def rows_held(pg: Conn) -> int:
     """The plane's records and idempotency entries in the database (0: nothing to clash
     with a migration into it)."""
-    total = 0
-    for table in (*COPIED_TABLES, "affect_idempotency"):
-        row = pg.execute(f"SELECT count(*) FROM {table}").fetchone()
-        total += int(row[0]) if row else 0
-    return total
+    return transfer_rows.rows_in(pg, (*COPIED_TABLES, "affect_idempotency"))
 
 
 def replace_idempotency(pg: Conn, lite: apsw.Connection) -> int:
-    """The file's idempotency entries in place of any in the database (those of an earlier
-    run whose end check failed)."""
-    pg.execute("DELETE FROM affect_idempotency")
-    return copy_idempotency(pg, lite)
-
-
-def copy_idempotency(pg: Conn, lite: apsw.Connection) -> int:
-    rows = lite.execute(f"SELECT {IDEMPOTENCY_COLUMNS} FROM affect_idempotency").fetchall()
-    if rows:
-        parts = [cb.HEADER]
-        for iid, digest, record_ids, expires in rows:
-            parts += [cb.row(4), cb.text(iid), cb.text(digest), cb.text(record_ids)]
-            parts.append(cb.float8(expires))
-        parts.append(cb.TRAILER)
-        cb.copy_in(pg, "affect_idempotency", IDEMPOTENCY_COLUMNS, b"".join(parts))
-    return len(rows)
+    """The file's idempotency entries in place of any in the database."""
+    return transfer_rows.replace_idempotency(pg, lite, "affect_idempotency")
 
 
 def copy_secret(pg: Conn, lite: apsw.Connection) -> None:

@@ -17,14 +17,15 @@ import apsw
 import numpy as np
 
 from ratatoskr.postgres import copy_binary as cb
+from ratatoskr.postgres import transfer_rows
 from ratatoskr.postgres.database import Conn
+from ratatoskr.postgres.transfer_rows import IDEMPOTENCY_COLUMNS
 from ratatoskr.postgres.vectors import parse_vector
 
 CHUNK_COLUMNS = (
     "chunk_id, revision, tenant, grp, end_user, agent_self, origin, scope_json, updated_at, "
     "embedding, vector_key, vector_f64, record_json"
 )
-IDEMPOTENCY_COLUMNS = "idempotency_id, digest, record_ids, expires_at"
 BATCH = 1000
 
 
@@ -102,14 +103,6 @@ def chunks_payload(rows: list[Any], partitioned: bool = False) -> bytes:
     return b"".join(parts)
 
 
-def idempotency_payload(rows: list[Any]) -> bytes:
-    parts = [cb.HEADER]
-    for iid, digest, record_ids, expires in rows:
-        parts += [cb.row(4), cb.text(iid), cb.text(digest), cb.text(record_ids), cb.float8(expires)]
-    parts.append(cb.TRAILER)
-    return b"".join(parts)
-
-
 def copy_chunks(pg: Conn, rows: list[Any], partitioned: bool = False) -> None:
     cb.copy_in(pg, "memory_chunks", CHUNK_COLUMNS, chunks_payload(rows, partitioned))
 
@@ -122,25 +115,12 @@ COPIED_TABLES = ("memory_chunks",)
 def rows_held(pg: Conn) -> int:
     """The plane's records and idempotency entries in the database (0: nothing to clash
     with a migration into it)."""
-    total = 0
-    for table in (*COPIED_TABLES, "memory_idempotency"):
-        row = pg.execute(f"SELECT count(*) FROM {table}").fetchone()
-        total += int(row[0]) if row else 0
-    return total
+    return transfer_rows.rows_in(pg, (*COPIED_TABLES, "memory_idempotency"))
 
 
 def replace_idempotency(pg: Conn, lite: apsw.Connection) -> int:
-    """The file's idempotency entries in place of any in the database (those of an earlier
-    run whose end check failed)."""
-    pg.execute("DELETE FROM memory_idempotency")
-    return copy_idempotency(pg, lite)
-
-
-def copy_idempotency(pg: Conn, lite: apsw.Connection) -> int:
-    rows = lite.execute(f"SELECT {IDEMPOTENCY_COLUMNS} FROM memory_idempotency").fetchall()
-    if rows:
-        cb.copy_in(pg, "memory_idempotency", IDEMPOTENCY_COLUMNS, idempotency_payload(rows))
-    return len(rows)
+    """The file's idempotency entries in place of any in the database."""
+    return transfer_rows.replace_idempotency(pg, lite, "memory_idempotency")
 
 
 # -- PostgreSQL -> SQLite -------------------------------------------------------------------
