@@ -426,20 +426,23 @@ def test_check_reports_an_unreachable_database_as_its_planes_problem(
     assert 'database "no_such_database_here" does not exist' in refused
 
 
-def test_check_catches_a_record_that_is_not_json_on_postgresql(
-    filled: Files, url: str, admin: Any, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def _migrated_then_damaged(admin: Any, url: str, damage: str) -> None:
+    """The files migrated into ``url``, then ``damage`` (a statement) run on the memory
+    plane behind the store's back."""
     assert admin("migrate", "--to", url).code == 0
     memory = cast(PgMemoryStore, open_memory(url, embedding_dim=DIM))
     try:
-        memory.db.write(
-            lambda conn: conn.execute(
-                "UPDATE memory_chunks SET record_json = '{\"id\": ' WHERE chunk_id = %s",
-                (b"c0003",),
-            )
-        )
+        memory.db.write(lambda conn: conn.execute(damage))
     finally:
         memory.close()
+
+
+def test_check_catches_a_record_that_is_not_json_on_postgresql(
+    filled: Files, url: str, admin: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _migrated_then_damaged(
+        admin, url, "UPDATE memory_chunks SET record_json = '{\"id\": ' WHERE chunk_id = 'c0003'"
+    )
     both_planes_at(monkeypatch, url)
     report = admin("check", "--json").json()
     assert report["planes"]["memory"]["problems"] == [
@@ -451,17 +454,12 @@ def test_check_catches_a_record_that_is_not_json_on_postgresql(
 def test_a_damaged_idempotency_entry_is_reported_and_does_not_stop_an_erase_on_postgresql(
     filled: Files, url: str, admin: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    assert admin("migrate", "--to", url).code == 0
-    memory = cast(PgMemoryStore, open_memory(url, embedding_dim=DIM))
-    try:
-        memory.db.write(
-            lambda conn: conn.execute(
-                "UPDATE memory_idempotency SET record_ids = 'garbage' WHERE idempotency_id = "
-                "(SELECT min(idempotency_id) FROM memory_idempotency)"
-            )
-        )
-    finally:
-        memory.close()
+    _migrated_then_damaged(
+        admin,
+        url,
+        "UPDATE memory_idempotency SET record_ids = 'garbage' WHERE idempotency_id = "
+        "(SELECT min(idempotency_id) FROM memory_idempotency)",
+    )
     both_planes_at(monkeypatch, url)
     report = admin("check", "--json").json()
     assert report["planes"]["memory"]["problems"] == [
