@@ -181,11 +181,12 @@ class Stores:
             raise ValueError(f"no database found at {named}")
         return present
 
-    def _path(self, plane: str, create: bool) -> tuple[str, bool]:
-        """The plane's file and whether it exists; a missing file is an error unless
-        ``create``."""
+    def _path(self, plane: str, create: bool, exists: bool | None = None) -> tuple[str, bool]:
+        """The plane's file and whether it exists (``exists``, when the caller asked
+        already); a missing file is an error unless ``create``."""
         path = self.paths.of(plane)
-        exists = self.exists(plane)
+        if exists is None:
+            exists = self.exists(plane)
         if not exists and not create:
             raise ValueError(f"no {plane} database at {describe(path)} (see --{plane}-db)")
         if not exists and not is_postgres(path):  # as serve does: ./data on a fresh checkout
@@ -200,10 +201,11 @@ class Stores:
 
     def memory(self, *, create: bool = False) -> MemoryStore:
         if self._memory is None:
-            if create and self.paths.dim is None and not self.exists(MEMORY):
+            exists = self.exists(MEMORY)  # asked once: on PostgreSQL, a connection
+            if create and not exists and self.paths.dim is None:
                 # refused before ``_path`` makes the new file's directory
                 raise ValueError(f"a new memory database needs --dim or {DIM_ENV}")
-            path, exists = self._path(MEMORY, create)
+            path, exists = self._path(MEMORY, create, exists)
             with _naming(MEMORY, path):
                 # an existing file knows its own dimension: --dim (or the variable, set
                 # for another deployment in the operator's shell) only creates one
