@@ -1,7 +1,7 @@
 """The storage backends the store suites run against, each behind one small adapter.
 
-A suite that takes ``memory_backend`` or ``affect_backend`` (fixtures in ``conftest.py``)
-runs once per backend registered in ``BACKENDS``. Each backend knows how to make a fresh,
+A suite that takes the ``backend`` fixture (``conftest.py``) runs once per backend
+registered in ``BACKENDS``. Each backend knows how to make a fresh,
 empty place for one plane's store, how to open a store there, and how to count every row a
 plane keeps (so "a refused call touched nothing" is checked on the backend's own tables).
 ``RATATOSKR_TEST_BACKENDS=sqlite`` (a comma-separated list) narrows the run.

@@ -1,9 +1,9 @@
 """The reference affect store: the same verbs and rules in plain Python, held in memory.
 
 It is the oracle of the affect parity suite. It shares the argument rules (``affect.rules``)
-and the cursor format (``sqlite.cursors``) with the SQLite store and nothing else: no SQL,
-every read a sort and a filter over every item. Given the SQLite store's cursor secret it
-hands out byte-identical cursors, so the two can be compared whole.
+and the cursor format (``core.cursors``) with the stores and nothing else: no SQL, every
+read a sort and a filter over every item. Given a store's cursor secret it hands out
+byte-identical cursors, so the two can be compared whole, on every backend.
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
-"""``ratatoskr admin``: the operator surface on the host, straight on the plane files.
+"""``ratatoskr admin``: the operator surface on the host, straight on the planes' storage.
 
-Every command opens the files as the server does (WAL, busy timeout), so it runs while a
-server serves them. Exit status: 0 done, 1 a problem found or a removal not confirmed,
-2 bad input. Nothing here prints record content except ``admin get``, nor any key or token.
+Every command opens the SQLite files as the server does (WAL, busy timeout), or the
+PostgreSQL database the server uses, so it runs while a server serves them. Exit status: 0
+done, 1 a problem found or a removal not confirmed, 2 bad input. Nothing here prints record
+content except ``admin get``, nor any key or token.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The replay-or-conflict cache of one plane, in PostgreSQL (the SQLite table's rules).
 
-Entries are keyed by ``idempotency_id`` (``ratatoskr.sqlite.idempotency``: JSON text, so an
+Entries are keyed by ``idempotency_id`` (``ratatoskr.core.idempotency``: JSON text, so an
 actor or key holding U+0000 is escaped) and live in the plane's own database, so a retry
 sent to another server replays or conflicts exactly as on the first. ``remember`` runs in
 the write's transaction: the entry exists if and only if the batch was stored.

@@ -1,6 +1,7 @@
 """What the wire needs from a replay ledger: claim a token id once, across every worker.
 
-The wire sees only this Protocol; the SQLite ledger lives in ``ratatoskr.sqlite.jti``.
+The wire sees only this Protocol; the ledgers live in ``ratatoskr.sqlite.jti`` (a file
+beside the planes) and ``ratatoskr.postgres.jti`` (a table every server shares).
 """
 
 from __future__ import annotations

@@ -2,9 +2,10 @@
 
 Rows move whole: revision, scope, times, the float32 vector, its float64 bytes when sent so,
 the record's canonical JSON, and every idempotency entry, so a copy answers every call
-(a replay, a revision check) exactly as the original would. ``admin migrate`` streams a
-file into PostgreSQL (``to_postgres``, in id order and in batches, so it can resume after
-the last id copied); a PostgreSQL store's backup is a new SQLite file (``to_sqlite``).
+(a replay, a revision check) exactly as the original would. ``admin migrate``
+(``ops.migrate``) streams a file into PostgreSQL with ``chunk_batches`` and ``copy_chunks``,
+in id order, so it can resume after the last id copied; a PostgreSQL store's backup is a
+new SQLite file (``to_sqlite``).
 """
 
 from __future__ import annotations
