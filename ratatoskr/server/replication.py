@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ratatoskr.core.parent_death import die_with_parent
+from ratatoskr.memory.store import PAGE_SIZE as MEMORY_PAGE_SIZE
 from ratatoskr.server.settings import Settings, load_settings
 from ratatoskr.sqlite.checkpointer import INLINE_PAGES, WAKE_PAGES
 from ratatoskr.sqlite.jti import JtiLedger, ledger_beside
@@ -72,22 +73,29 @@ def replicated_files(memory_db: str, affect_db: str) -> list[ReplicatedFile]:
     ]
 
 
-def page_size_of(path: str) -> int:
-    """The page size in the file's header (bytes 16-17, 1 meaning 65,536); 4,096 if unread."""
+def new_page_size(name: str) -> int:
+    """The page size ratatoskr creates a replicated file with: the memory plane's own
+    (``memory.store.PAGE_SIZE``), SQLite's default for the others."""
+    return MEMORY_PAGE_SIZE if name == "memory" else 4096
+
+
+def page_size_of(path: str, missing: int = 4096) -> int:
+    """The page size in the file's header (bytes 16-17, 1 meaning 65,536); ``missing`` for
+    a file not made yet (a bare gunicorn starts replication before a worker makes them)."""
     try:
         with open(path, "rb") as handle:
             header = handle.read(100)
     except OSError:
-        return 4096
+        return missing
     if len(header) < 18 or not header.startswith(b"SQLite format 3\x00"):
-        return 4096
+        return missing
     size = int.from_bytes(header[16:18], "big")
     return 65536 if size == 1 else max(512, size)
 
 
-def truncate_pages(path: str, wal_max_bytes: int = TRUNCATE_WAL_BYTES) -> int:
+def truncate_pages(file: ReplicatedFile, wal_max_bytes: int = TRUNCATE_WAL_BYTES) -> int:
     """Litestream's ``truncate-page-n`` for the file: ``wal_max_bytes`` of its pages."""
-    return max(2, wal_max_bytes // page_size_of(path))
+    return max(2, wal_max_bytes // page_size_of(file.path, new_page_size(file.name)))
 
 
 def litestream_config(
@@ -115,7 +123,7 @@ def litestream_config(
     busy = max(100, min(1000, busy_timeout_ms // 2))
     dbs = []
     for file in files:
-        pages = truncate_pages(file.path, wal_max_bytes)
+        pages = truncate_pages(file, wal_max_bytes)
         dbs.append(
             {
                 "path": file.path,

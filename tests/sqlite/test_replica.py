@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from ratatoskr.affect.store import open_affect_store
+from ratatoskr.memory.store import open_memory_store
 from ratatoskr.server.litestream_supervisor import parse_time
 from ratatoskr.server.replication import litestream_config, page_size_of, replicated_files
 from ratatoskr.sqlite.database import DatabaseSettings
@@ -169,6 +170,18 @@ def test_the_config_leaves_checkpoints_to_litestream_with_bounds_of_ours(tmp_pat
     assert small["dbs"][0]["min-checkpoint-page-count"] == 8
     assert small["dbs"][1]["truncate-page-n"] == 256
     assert small["dbs"][1]["min-checkpoint-page-count"] == 128
+
+
+def test_a_memory_file_not_made_yet_is_bounded_in_the_pages_it_will_have(tmp_path: Path) -> None:
+    """A bare gunicorn starts replication before a worker makes the files: the memory
+    file's bound is still 500 MiB of the 64 KiB pages it is made with, not of 4 KiB ones
+    (16 times the WAL before Litestream truncates it)."""
+    files = replicated_files(str(tmp_path / "memory.db"), str(tmp_path / "affect.db"))
+    config = litestream_config(files, "s3://bucket/p", "/tmp/x.sock", 2000, 5000)
+    assert [db["truncate-page-n"] for db in config["dbs"]] == [8000, 128000, 128000]
+    store = open_memory_store(str(tmp_path / "memory.db"), embedding_dim=8, mirror_bytes=0)
+    store.close()
+    assert page_size_of(str(tmp_path / "memory.db")) == 65536  # as assumed
 
 
 def test_litestream_gets_neither_our_settings_nor_credentials_left_empty(
