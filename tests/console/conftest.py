@@ -87,6 +87,14 @@ def fill(root: Path) -> Files:
     (where the admin commands look by default)."""
     files = Files.under(root)
     memory = open_memory_store(str(files.memory), embedding_dim=DIM)
+    affect = open_affect_store(str(files.affect))
+    write_records(memory, affect)
+    return files
+
+
+def write_records(memory: Any, affect: Any) -> None:
+    """``CHUNKS``, ``STATES`` and ``EVENTS`` through the stores' own calls (any backend),
+    content marked; both stores are closed after."""
     chunks: list[dict[str, Any]] = []
     for n, (cid, scope, origin) in enumerate(CHUNKS):
         record: dict[str, Any] = {
@@ -100,7 +108,6 @@ def fill(root: Path) -> Files:
         chunks.append(record)
     memory.upsert_many(chunks, idempotency_key="console-chunks", ctx=CTX)
     memory.close()
-    affect = open_affect_store(str(files.affect))
     states = [{"id": i, "scope": s, "note": marker(i)} for i, s in STATES]
     events = [
         {"id": i, "at": f"2025-01-01T00:0{n}:00Z", "scope": s, "note": marker(i)}
@@ -109,7 +116,6 @@ def fill(root: Path) -> Files:
     affect.put_many(states, idempotency_key="console-states", ctx=CTX)
     affect.append_events(events, idempotency_key="console-events", ctx=CTX)
     affect.close()
-    return files
 
 
 class ConsoleProcess:

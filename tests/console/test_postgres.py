@@ -8,16 +8,28 @@ import socket
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import Page
+from playwright.sync_api import Page, expect
 from starlette.testclient import TestClient
 
 from ratatoskr.cli import main
 from ratatoskr.console.app import create_console_app
 from ratatoskr.console.auth import Secret
-from ratatoskr.ops.locations import open_memory
+from ratatoskr.ops import listing
+from ratatoskr.ops.locations import open_affect, open_memory
 from ratatoskr.ops.stores import Paths, Stores
 from tests.backends import postgres_schema
-from tests.console.conftest import CTX, DIM, ConsoleProcess, Files
+from tests.console.conftest import (
+    CHUNKS,
+    CTX,
+    DIM,
+    EVENTS,
+    MARKER,
+    STATES,
+    ConsoleProcess,
+    Files,
+    marker,
+    write_records,
+)
 
 PASSWORD = "Pw-QZXV-console"
 
@@ -124,5 +136,78 @@ def test_the_console_starts_when_a_database_cannot_be_reached(
         assert affect is not None and affect.status == 503
         assert "cannot be reached" in page.content() and PASSWORD not in page.content()
         assert PASSWORD not in console.stdout() + console.stderr_path.read_text()
+    finally:
+        assert console.stop() == 0, console.stderr_path.read_text()
+
+
+def _held(memory_url: str, affect_url: str) -> dict[str, list[str]]:
+    """The ids each kind holds now, read back through the PostgreSQL stores."""
+    memory = open_memory(memory_url, embedding_dim=DIM)
+    affect = open_affect(affect_url)
+    try:
+        chunks = [c["id"] for c in memory.get_many([c[0] for c in CHUNKS])]
+        hits = listing.get_records(affect, [s[0] for s in STATES] + [e[0] for e in EVENTS])
+    finally:
+        memory.close()
+        affect.close()
+    return {
+        "chunk": sorted(chunks),
+        "state": sorted(h["id"] for h in hits if h["kind"] == "state"),
+        "event": sorted(h["id"] for h in hits if h["kind"] == "event"),
+    }
+
+
+def _confirm(page: Page, phrase: str) -> None:
+    result = page.locator("#action-result")
+    result.locator("#confirm-phrase").fill(phrase)
+    result.locator("button.danger").click()
+
+
+def test_open_forget_and_erase_on_postgresql(tmp_path: Path, page: Page) -> None:
+    """Both planes on PostgreSQL, in Chromium: a record opens with its content and one
+    audit line, a node's forget removes its chunks alone, and an erase removes the subject
+    from both planes; each count is read back from the PostgreSQL stores."""
+    memory_url = _with_password(postgres_schema("console_acts_memory"))
+    affect_url = _with_password(postgres_schema("console_acts_affect"))
+    write_records(open_memory(memory_url, embedding_dim=DIM), open_affect(affect_url))
+    before = _held(memory_url, affect_url)
+    args = ("--memory-db", memory_url, "--affect-db", affect_url)
+    console = ConsoleProcess(tmp_path, Files.under(tmp_path), args)
+    try:
+        page.goto(console.url)
+        assert MARKER not in page.content()
+        page.goto(f"{console.base}/tree/memory?at=tenant%3Dacme&at=end_user%3Dalice")
+        page.get_by_role("button", name="open chunk c-alice-0").click()
+        expect(page.locator("#record-view")).to_contain_text(marker("c-alice-0"))
+        opened = console.audit("console.record_opened")
+        assert [(o["record_id"], o["plane"]) for o in opened] == [("c-alice-0", "memory")]
+        page.keyboard.press("Escape")
+
+        page.goto(f"{console.base}/tree/memory?at=tenant%3Dacme&at=end_user%3Dbob")
+        page.get_by_role("button", name="Forget this node…").click()
+        result = page.locator("#action-result")
+        expect(result.locator('[data-count="memory.chunk"]')).to_have_text("4")
+        _confirm(page, "bob")
+        expect(result.locator('[data-removed="memory.chunk"]')).to_have_text("4")
+        after_forget = _held(memory_url, affect_url)
+        assert after_forget["chunk"] == [c for c in before["chunk"] if not c.startswith("c-bob")]
+        assert after_forget["state"] == before["state"]  # a memory node: one plane
+
+        page.goto(f"{console.base}/erase?tenant=acme&end_user=alice")
+        page.get_by_role("button", name="Count what would be erased").click()
+        alice = {k: [i for i in v if "-alice-" in i] for k, v in after_forget.items()}
+        for plane, kind in (("memory", "chunk"), ("affect", "state"), ("affect", "event")):
+            count = result.locator(f'[data-count="{plane}.{kind}"]')
+            expect(count).to_have_text(str(len(alice[kind])))
+        assert _held(memory_url, affect_url) == after_forget  # a dry run
+        _confirm(page, "alice")
+        for plane, kind in (("memory", "chunk"), ("affect", "state"), ("affect", "event")):
+            removed = result.locator(f'[data-removed="{plane}.{kind}"]')
+            expect(removed).to_have_text(str(len(alice[kind])))
+        after = _held(memory_url, affect_url)
+        assert after == {k: [i for i in v if i not in alice[k]] for k, v in after_forget.items()}
+        assert all(alice.values())  # each kind had some of the subject's records
+        logged = console.stdout() + console.stderr_path.read_text()
+        assert PASSWORD not in logged and MARKER not in logged
     finally:
         assert console.stop() == 0, console.stderr_path.read_text()
