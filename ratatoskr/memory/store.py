@@ -37,6 +37,9 @@ from ratatoskr.sqlite.scope_sql import COLUMNS, placeholders, scope_condition
 
 CHANGES_KEPT = 200_000
 PAGE_SIZE = 65536  # for new files; an existing file keeps the page size it was made with
+# sqlite-vec's ``vec0`` stores vectors in blocks of this many slots, each allocated whole
+# (its ``chunk_size``): the first chunk stored makes the file grow by one block
+VEC_BLOCK_SLOTS = 1024
 _idem = IdempotencyTable("memory_idempotency")
 
 
@@ -100,6 +103,17 @@ class RatatoskrMemoryStore(MemoryCalls, MemoryAdmin):
             lambda conn: conn.execute("SELECT vec_version()").fetchall(),
         )
         return self.engine.health(health)  # degraded while the search mirror loads
+
+    def bytes_for_first_chunk(self) -> int | None:
+        """The size the file reaches once its first chunk is stored (a ``vec0`` block of
+        float32 vectors, a couple of pages for the rows), for a size cap checked at start;
+        ``None`` when it holds chunks already."""
+        with self.db.read() as conn:
+            if conn.execute("SELECT EXISTS (SELECT 1 FROM memory_chunks)").fetchall()[0][0]:
+                return None
+            pages = int(conn.execute("PRAGMA page_count").fetchall()[0][0])
+            page = int(conn.execute("PRAGMA page_size").fetchall()[0][0])
+        return (pages + 2) * page + VEC_BLOCK_SLOTS * 4 * self.embedding_dim
 
     # -- writes ----------------------------------------------------------------------
 

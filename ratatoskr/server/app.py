@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -27,6 +28,7 @@ from starlette.types import Receive, Scope, Send
 
 from ratatoskr.affect.verbs import affect_plane
 from ratatoskr.core.errors import Unavailable
+from ratatoskr.memory.store import RatatoskrMemoryStore
 from ratatoskr.memory.verbs import memory_plane
 from ratatoskr.ops.locations import is_postgres, open_affect, open_memory
 from ratatoskr.ops.locations import open_ledger as open_ledger_at
@@ -42,7 +44,7 @@ from ratatoskr.server.settings import (
 )
 from ratatoskr.server.threads import configure_store_threads, run_in_store_thread
 from ratatoskr.server.unopened import UnopenedWire
-from ratatoskr.sqlite.database import MAX_DB_BYTES_ENV, SchemaError
+from ratatoskr.sqlite.database import MAX_DB_BYTES_ENV, SchemaError, remove_database_file
 from ratatoskr.sqlite.jti import JtiLedger
 from ratatoskr.wire.http import WireEndpoints
 from ratatoskr.wire.openapi import openapi_document
@@ -115,38 +117,14 @@ def check_stores(settings: Settings, planes: Sequence[str] = PLANES) -> Settings
     ``down``) until the file is back.
     """
     for name in planes:
-        setting = MEMORY_DB_ENV if name == "memory" else AFFECT_DB_ENV
-        try:
-            _, store = open_plane(settings, name)
-        except SchemaError as exc:
-            if name == "memory" and "embedding_dim" in str(exc):
-                raise SettingsError(f"{DIM_ENV}: {exc}") from None
-            raise SettingsError(f"{setting}: {exc}") from None
-        except ValueError as exc:
-            raise SettingsError(f"{setting}: {exc}") from None
-        except Unavailable as exc:  # PostgreSQL not reachable (the message masks the URL)
-            raise SettingsError(f"{setting}: {exc.message}") from None
-        except Exception as exc:  # apsw: not a database, cannot open, ...
-            if is_postgres(settings.memory_db if name == "memory" else settings.affect_db):
-                raise SettingsError(
-                    f"{setting}: the database cannot be used ({type(exc).__name__})"
-                ) from None
-            cap = settings.database.max_db_bytes
-            if cap and "full" in str(exc):  # SQLITE_FULL, as sqlite-vec words it too
-                raise SettingsError(
-                    f"{MAX_DB_BYTES_ENV}: {cap:,} bytes is too small for {setting}'s file "
-                    "(a new memory file needs about 4.5 MiB at dimension 768)"
-                ) from None
-            raise SettingsError(
-                f"{setting}: the file cannot be opened as a database ({type(exc).__name__})"
-            ) from None
-        store.close()
         location = settings.memory_db if name == "memory" else settings.affect_db
-        if is_postgres(location) and name in unfinished_migrations(location):
-            raise SettingsError(
-                f"{setting}: the database holds an unfinished ratatoskr admin migrate of "
-                f"the {name} plane; run it again to the end, then start the server"
-            )
+        made = not is_postgres(location) and not os.path.lexists(location)
+        try:
+            _check_plane(settings, name)
+        except SettingsError:
+            if made:  # a refused start leaves no half-made file behind
+                remove_database_file(location)
+            raise
     # the ledger too: a new file switched to WAL by two booting workers at once is a lock
     # race one of them loses (SQLite answers BUSY at once there, whatever the busy timeout)
     setting, location = MEMORY_DB_ENV, settings.memory_db
@@ -161,6 +139,53 @@ def check_stores(settings: Settings, planes: Sequence[str] = PLANES) -> Settings
             f"{setting}: the jti ledger beside it cannot be opened ({type(exc).__name__})"
         ) from None
     return existing_files_only(settings)
+
+
+def _check_plane(settings: Settings, name: str) -> None:
+    """``check_stores`` for one plane: open and close its store, and refuse a size cap its
+    file could not store one chunk under."""
+    location = settings.memory_db if name == "memory" else settings.affect_db
+    setting = MEMORY_DB_ENV if name == "memory" else AFFECT_DB_ENV
+    try:
+        _, store = open_plane(settings, name)
+    except SchemaError as exc:
+        if name == "memory" and "embedding_dim" in str(exc):
+            raise SettingsError(f"{DIM_ENV}: {exc}") from None
+        raise SettingsError(f"{setting}: {exc}") from None
+    except ValueError as exc:
+        raise SettingsError(f"{setting}: {exc}") from None
+    except Unavailable as exc:  # PostgreSQL not reachable (the message masks the URL)
+        raise SettingsError(f"{setting}: {exc.message}") from None
+    except Exception as exc:  # apsw: not a database, cannot open, ...
+        if is_postgres(location):
+            raise SettingsError(
+                f"{setting}: the database cannot be used ({type(exc).__name__})"
+            ) from None
+        cap = settings.database.max_db_bytes
+        if cap and "full" in str(exc):  # SQLITE_FULL, as sqlite-vec words it too
+            raise SettingsError(
+                f"{MAX_DB_BYTES_ENV}: {cap:,} bytes is too small for {setting}'s file "
+                "(a new memory file needs about 4.5 MiB at dimension 768)"
+            ) from None
+        raise SettingsError(
+            f"{setting}: the file cannot be opened as a database ({type(exc).__name__})"
+        ) from None
+    try:
+        needed = store.bytes_for_first_chunk() if isinstance(store, RatatoskrMemoryStore) else None
+    finally:
+        store.close()
+    cap = settings.database.max_db_bytes
+    if cap and needed is not None and cap < needed:
+        raise SettingsError(
+            f"{MAX_DB_BYTES_ENV}: {cap:,} bytes is too small for {setting}'s file: storing "
+            f"its first chunk at dimension {settings.embedding_dim} takes it to {needed:,} "
+            f"bytes (about {needed / (1 << 20):.1f} MiB)"
+        )
+    if is_postgres(location) and name in unfinished_migrations(location):
+        raise SettingsError(
+            f"{setting}: the database holds an unfinished ratatoskr admin migrate of "
+            f"the {name} plane; run it again to the end, then start the server"
+        )
 
 
 def existing_files_only(settings: Settings) -> Settings:

@@ -21,6 +21,7 @@ from ratatoskr.core.locations import DIM_ENV as DIM_ENV
 from ratatoskr.core.locations import MAX_DIM as MAX_DIM
 from ratatoskr.core.locations import MEMORY_DB_ENV as MEMORY_DB_ENV
 from ratatoskr.core.locations import env_int
+from ratatoskr.memory.search.mirror import mirror_budget_from_env
 from ratatoskr.postgres.database import PgSettings
 from ratatoskr.postgres.url import LocationError, check_location, is_postgres_url
 from ratatoskr.server.threads import DEFAULT_STORE_THREADS, MAX_STORE_THREADS
@@ -249,6 +250,10 @@ def load_settings(
     except ValueError as exc:
         raise SettingsError(str(exc)) from None
     dim = _int(env, DIM_ENV, DEFAULT_DIM, 1, MAX_DIM)
+    try:  # read again by each store it opens: a bad value is named here, before any file
+        mirror_budget_from_env(env)
+    except ValueError as exc:
+        raise SettingsError(str(exc)) from None
     memory_db = _db_location(env, MEMORY_DB_ENV, DEFAULT_MEMORY_DB, cwd)
     affect_db = _db_location(env, AFFECT_DB_ENV, DEFAULT_AFFECT_DB, cwd)
     try:

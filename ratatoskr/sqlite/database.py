@@ -199,6 +199,14 @@ def _create_owner_only(path: str) -> None:
         os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
 
 
+def remove_database_file(path: str) -> None:
+    """Remove a database file and its WAL, shared-memory and journal files (those present):
+    one a refused start made, which would otherwise look like a damaged database."""
+    for suffix in ("", "-wal", "-shm", "-journal"):
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(path + suffix)
+
+
 class Database:
     """One SQLite file (or ``:memory:``) with sqlite-vec loaded and the schema migrated."""
 

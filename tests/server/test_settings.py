@@ -15,7 +15,7 @@ import pytest
 from ratatoskr.cli.serve import dev_key_banner
 from ratatoskr.memory.store import open_memory_store
 from ratatoskr.server.settings import SettingsError, load_settings
-from tests.server.harness import Server, clean_env, free_port
+from tests.server.harness import TENANT, Server, call, clean_env, free_port, ok
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -74,6 +74,49 @@ def test_a_size_cap_too_small_for_a_new_file_is_named(tmp_path: Path) -> None:
     assert "RATATOSKR_SQLITE_MAX_DB_BYTES: 1,048,576 bytes is too small" in done.stderr
     assert "cannot be opened as a database" not in done.stderr
     assert _serve(tmp_path, RATATOSKR_SQLITE_MAX_DB_BYTES=str(1 << 20)).returncode != 0
+
+
+@pytest.mark.parametrize("cap", [2 << 20, 4 << 20])
+def test_a_size_cap_the_first_chunk_would_pass_is_refused_and_no_file_is_left(
+    tmp_path: Path, cap: int
+) -> None:
+    """A new memory file fits under 2 and 4 MiB, but its first chunk at dimension 768 takes
+    it to 4.5 MiB (sqlite-vec allocates a block of 1,024 vectors): such a cap would start a
+    server that can store nothing. The refused start removes the file it made."""
+    done = _serve(
+        tmp_path, RATATOSKR_SQLITE_MAX_DB_BYTES=str(cap), RATATOSKR_MEMORY_EMBEDDING_DIM="768"
+    )
+    assert done.returncode == 2
+    assert f"RATATOSKR_SQLITE_MAX_DB_BYTES: {cap:,} bytes is too small" in done.stderr
+    assert "first chunk at dimension 768" in done.stderr
+    assert not list(tmp_path.glob("m.db*"))
+    cap5 = {"RATATOSKR_SQLITE_MAX_DB_BYTES": str(5 << 20), "RATATOSKR_MEMORY_EMBEDDING_DIM": "768"}
+    server = Server(tmp_path, env=cap5).start()
+    try:  # the size it names is enough: the first chunk is stored
+        chunk = {"id": "c1", "embedding": [1.0] + [0.0] * 767, "scope": TENANT}
+        args = {"records": [chunk], "idempotency_key": "k"}
+        assert ok(call(server.url, "memory", "upsert_many", args)) == {
+            "upserted": 1,
+            "replayed": False,
+        }
+    finally:
+        server.kill()
+
+
+def test_a_refused_start_leaves_no_half_made_file(tmp_path: Path) -> None:
+    done = _serve(
+        tmp_path, RATATOSKR_SQLITE_MAX_DB_BYTES=str(1 << 20), RATATOSKR_MEMORY_EMBEDDING_DIM="768"
+    )
+    assert done.returncode == 2 and "1,048,576 bytes is too small" in done.stderr
+    assert not list(tmp_path.glob("m.db*"))
+
+
+def test_a_bad_mirror_budget_is_named_as_itself(tmp_path: Path) -> None:
+    done = _serve(tmp_path, RATATOSKR_MEMORY_MIRROR_BYTES="-1")
+    assert done.returncode == 2
+    assert "ratatoskr serve: RATATOSKR_MEMORY_MIRROR_BYTES must be >= 0" in done.stderr
+    assert "RATATOSKR_MEMORY_DB" not in done.stderr
+    assert not list(tmp_path.glob("*.db"))
 
 
 def test_a_database_of_another_dimension_names_the_dimension(tmp_path: Path) -> None:

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from itertools import pairwise
 from typing import Any
 
@@ -87,9 +87,10 @@ _STATE = (
 )  # fmt: skip
 
 
-def mirror_budget_from_env() -> int:
+def mirror_budget_from_env(env: Mapping[str, str] | None = None) -> int:
     """Bytes one process may spend on the mirror; ``0`` turns it off (SQL search only)."""
-    raw = os.environ.get(MIRROR_BYTES_ENV, str(DEFAULT_MIRROR_BYTES))
+    env = os.environ if env is None else env
+    raw = env.get(MIRROR_BYTES_ENV, str(DEFAULT_MIRROR_BYTES))
     try:
         value = int(raw)
     except ValueError:
