@@ -445,8 +445,8 @@ def register(commands: Any) -> None:
     p.add_argument(
         "--kind",
         choices=("chunk", "state", "event"),
-        help="what each line is: chunk (memory, the default there), state (affect, the default "
-        "there) or event",
+        help="what each line is: chunk (memory, the default there), or state or event "
+        "(affect: one of them must be named)",
     )
     p.add_argument(
         "--batch", type=int, default=importer.DEFAULT_BATCH, help="records per call, 1..1000"

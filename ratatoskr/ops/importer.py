@@ -56,8 +56,15 @@ class _Batch:
 
 
 def check_arguments(plane: str, kind: str | None, batch: int) -> str:
-    """The kind of record to import (``kind``, else the plane's default), once ``kind`` and
-    ``batch`` are known good: checked before a store is opened (or created)."""
+    """The kind of record to import, once ``kind`` and ``batch`` are known good: checked
+    before a store is opened (or created). A plane of one kind (memory) needs none; the
+    affect plane holds two, and a file of events read as states would store them all, as
+    states, without a word: there ``kind`` must be named."""
+    if kind is None and len(KINDS[plane]) > 1:
+        raise ValueError(
+            f"the {plane} plane holds {' and '.join(k + 's' for k in KINDS[plane])}: "
+            f"say which the file holds with --kind {' or --kind '.join(KINDS[plane])}"
+        )
     kind = kind or KINDS[plane][0]
     if kind not in KINDS[plane]:
         raise ValueError(f"kind for the {plane} plane must be one of {', '.join(KINDS[plane])}")

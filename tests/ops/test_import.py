@@ -60,6 +60,21 @@ def test_affect_event_import_and_bad_json(files: Files, admin: Any) -> None:
     assert admin("explore", "affect", "--facet", "kind", "--json").json()["total"] == 6
 
 
+def test_an_affect_import_must_name_the_kind(files: Files, admin: Any) -> None:
+    """A file of events imported without ``--kind`` was stored, whole, as states."""
+    path = files.dir / "events.jsonl"
+    line = {"id": "e0", "at": "2025-03-01T10:00:00Z", "scope": {"tenant": "t"}}
+    path.write_bytes(orjson.dumps(line) + b"\n")
+    ran = admin("import", "affect", str(path))
+    assert ran.code == 2
+    assert "the affect plane holds states and events" in ran.err
+    assert "--kind state or --kind event" in ran.err
+    assert admin("explore", "affect", "--facet", "kind", "--json").json()["total"] == 0
+    assert admin("import", "affect", str(path), "--kind", "event").code == 0
+    buckets = admin("explore", "affect", "--facet", "kind", "--json").json()["buckets"]
+    assert [(b["value"], b["count"]) for b in buckets] == [("event", 1)]
+
+
 def test_import_into_a_new_file_needs_a_dimension(
     tmp_path: Path, admin: Any, monkeypatch: Any
 ) -> None:

@@ -225,7 +225,7 @@ def test_every_admin_command_works_against_urls(
     assert admin("prune", "--json").code == 0
     lines = tmp_path / "more.jsonl"
     lines.write_text('{"id": "new-1", "scope": {"tenant": "acme"}, "mood": "ok"}\n')
-    imported = admin("import", "affect", str(lines), "--json")
+    imported = admin("import", "affect", str(lines), "--kind", "state", "--json")
     assert imported.code == 0, imported.err
     assert admin("get", "affect", "new-1", "--json").json()[0]["kind"] == "state"
 
