@@ -272,7 +272,7 @@ def _ui(args: argparse.Namespace, stores: Stores) -> int:
 
 
 def _port(value: str) -> int:
-    port = int(value)
+    port = int(value) if value.strip().isdigit() else -1
     if not 0 <= port <= 65535:
         raise argparse.ArgumentTypeError("a port is 0..65535 (0: any free one)")
     return port

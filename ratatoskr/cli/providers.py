@@ -32,7 +32,7 @@ def _serve_one(plane: str, argv: list[str]) -> int:
 
     from ratatoskr.server.app import check_stores, create_app
     from ratatoskr.server.logs import configure_logging
-    from ratatoskr.server.settings import SettingsError, load_settings
+    from ratatoskr.server.settings import DEFAULT_PORT, SettingsError, load_settings
 
     try:
         settings = load_settings(generate_dev_key=True)
@@ -43,7 +43,9 @@ def _serve_one(plane: str, argv: list[str]) -> int:
         print(f"ratatoskr-{plane}-provider: {exc}", file=sys.stderr)
         return 2
     if settings.dev_key_file is not None:
-        banner = dev_key_banner(str(settings.dev_key_file), settings.dev_key_generated)
+        host = f"[{settings.host}]" if ":" in settings.host else settings.host
+        url = None if settings.port == DEFAULT_PORT else f"http://{host}:{settings.port}"
+        banner = dev_key_banner(str(settings.dev_key_file), settings.dev_key_generated, url)
         print(banner, file=sys.stderr, flush=True)  # stdout carries JSON log lines only
     configure_logging(settings.log_level, settings.log_format)
     app = create_app(settings, planes=(plane,))

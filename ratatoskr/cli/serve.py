@@ -30,14 +30,14 @@ def cli_command() -> str:
 
 
 def _port(value: str) -> int:
-    port = int(value)
+    port = int(value) if value.strip().isdigit() else 0
     if not 1 <= port <= 65535:
         raise argparse.ArgumentTypeError("a port is 1..65535")
     return port
 
 
 def _workers(value: str) -> int:
-    workers = int(value)
+    workers = int(value) if value.strip().isdigit() else 0
     if not 1 <= workers <= 64:
         raise argparse.ArgumentTypeError("workers is 1..64")
     return workers

@@ -16,8 +16,9 @@ from collections.abc import Iterable
 from ratatoskr.server.settings import SettingsError
 
 
-def check_port_free(host: str, port: int) -> None:
-    """``SettingsError`` when something already listens on ``host:port``."""
+def check_port_free(host: str, port: int, another: str = "--port picks another") -> None:
+    """``SettingsError`` when something already listens on ``host:port``; ``another`` says
+    how this command picks another port."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     with socket.socket(family, socket.SOCK_STREAM) as probe:
         probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # TIME_WAIT is no owner
@@ -30,7 +31,7 @@ def check_port_free(host: str, port: int) -> None:
                     "another address)"
                 ) from None
             raise SettingsError(
-                f"RATATOSKR_PORT: port {port} on {host} is in use (--port picks another)"
+                f"RATATOSKR_PORT: port {port} on {host} is in use ({another})"
             ) from None
 
 
@@ -41,4 +42,4 @@ def check_binds_free(binds: Iterable[str]) -> None:
         if bind.startswith(("unix:", "fd://")) or ":" not in bind:
             continue
         host, _, port = bind.rpartition(":")
-        check_port_free(host.strip("[]") or "0.0.0.0", int(port))
+        check_port_free(host.strip("[]") or "0.0.0.0", int(port), "gunicorn's -b picks another")

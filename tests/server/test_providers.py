@@ -85,3 +85,32 @@ def test_a_token_used_on_the_affect_provider_is_refused_by_serve_over_the_same_f
         provider.terminate()
         provider.wait(30)
         server.terminate()
+
+
+def test_on_another_port_the_example_call_names_the_url(tmp_path: Path) -> None:
+    """The start line's example call goes to the provider's own port, not to 8000 (where
+    another server may answer)."""
+    port = free_port()
+    env = clean_env({"RATATOSKR_PORT": str(port), "RATATOSKR_MEMORY_EMBEDDING_DIM": "8"})
+    proc = subprocess.Popen(
+        [_script("memory")],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+    def up() -> bool | None:
+        try:
+            return httpx.get(f"http://127.0.0.1:{port}/healthz").status_code == 200 or None
+        except httpx.HTTPError:
+            return None
+
+    try:
+        poll(up, 60, "the provider up")
+    finally:
+        proc.terminate()
+        _, err = proc.communicate(timeout=30)
+    hint = [line for line in err.splitlines() if "try, in a second shell" in line]
+    assert len(hint) == 1 and hint[0].endswith(f"--url http://127.0.0.1:{port}"), err

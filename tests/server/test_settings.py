@@ -236,6 +236,24 @@ def test_a_port_another_server_listens_on_is_refused(tmp_path: Path, command: st
         )
     assert done.returncode == 2
     assert f"port {port} on 127.0.0.1 is in use" in done.stdout + done.stderr
+    # each names the way its own command line picks another port
+    another = "--port picks another" if command == "serve" else "gunicorn's -b picks another"
+    assert another in done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("flag", ["--port", "--workers"])
+def test_a_flag_that_is_no_number_is_named_without_internals(tmp_path: Path, flag: str) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "ratatoskr", "serve", flag, "abc"],
+        cwd=tmp_path,
+        env=clean_env({"RATATOSKR_HEIMDALL_KEY": "k" * 32}),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    assert f"argument {flag}: " in done.stderr and "1.." in done.stderr
+    assert "invalid" not in done.stderr and "_port" not in done.stderr
 
 
 @pytest.mark.parametrize(
