@@ -28,15 +28,18 @@ def run(args: argparse.Namespace, stores: Stores) -> int:
         TimeElapsedColumn(),
     )
     progress = Progress(*columns, console=show.console(stderr=True), disable=args.json)
+    totals = {p: migrate_ops.source_rows(stores, p) for p in PLANES if stores.exists(p)}
+    tasks: dict[str, Any] = {}
+
+    def advance(plane: str, rows: int) -> None:
+        """A plane's bar, drawn once rows of it are copied: a run refused before any (a
+        migration finished earlier) shows no empty bars above its message."""
+        if plane not in tasks:
+            tasks[plane] = progress.add_task(plane, total=totals.get(plane))
+        progress.advance(tasks[plane], rows)
+
     with progress:
-        tasks: dict[str, Any] = {}
-        for plane in PLANES:
-            if stores.exists(plane):
-                total = migrate_ops.source_rows(stores, plane)
-                tasks[plane] = progress.add_task(plane, total=total)
-        report = migrate_ops.migrate(
-            stores, args.to, progress=lambda plane, n: progress.advance(tasks[plane], n)
-        )
+        report = migrate_ops.migrate(stores, args.to, progress=advance)
     if args.json:
         show.emit_json(report)
     else:
