@@ -20,7 +20,7 @@ from rich.measure import Measurement
 from rich.table import Table
 
 from ratatoskr.core.scope import AXES
-from ratatoskr.core.visible import defanged, invisible, shown
+from ratatoskr.core.visible import defanged, invisible, json_visible, shown
 from ratatoskr.sqlite.replica import SILENT_AFTER
 
 MAX_TABLE_WIDTH = 100_000
@@ -36,21 +36,7 @@ _JSON_OPTIONS = orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS
 
 
 def emit_json(value: Any) -> None:
-    print(orjson.dumps(value, option=_JSON_OPTIONS).decode())
-
-
-def _json_escape(char: str) -> str:
-    code = ord(char)
-    if code <= 0xFFFF:
-        return f"\\u{code:04x}"
-    code -= 0x10000
-    return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
-
-
-def _json_visible(text: str) -> str:
-    """JSON text holding the same values, with every invisible character but its own line
-    ends written as a JSON escape (one only ever stands inside a string there)."""
-    return "".join(_json_escape(c) if c != "\n" and invisible(c) else c for c in text)
+    print(json_visible(orjson.dumps(value, option=_JSON_OPTIONS).decode()))
 
 
 def _table(out: Console, title: str) -> Table:
@@ -174,7 +160,7 @@ def render_get(hits: list[dict[str, Any]], *, full: bool) -> None:
         print(f"# {hit['kind']} {shown(hit['id'])}")
         # the same JSON, with what a terminal would act on (DEL, C1 controls, bidi
         # overrides: JSON lets them through) written as \u escapes
-        print(_json_visible(orjson.dumps(record, option=_JSON_OPTIONS).decode()))
+        print(json_visible(orjson.dumps(record, option=_JSON_OPTIONS).decode()))
 
 
 def render_counts(title: str, planes: dict[str, dict[str, Any]], note: str) -> None:

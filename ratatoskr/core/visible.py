@@ -69,3 +69,20 @@ def defanged(text: str) -> str:
     if not any(invisible(c) for c in text):
         return text
     return "".join((_SHORT.get(c) or _code(c)) if invisible(c) else c for c in text)
+
+
+def _json_escape(char: str) -> str:
+    code = ord(char)
+    if code <= 0xFFFF:
+        return f"\\u{code:04x}"
+    code -= 0x10000
+    return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
+
+
+def json_visible(text: str) -> str:
+    """JSON text holding the same values, with every invisible character but its own line
+    ends written as a JSON escape: JSON lets DEL, the C1 controls and the bidi overrides
+    through, and a terminal acts on them (one only ever stands inside a string there)."""
+    if text.isascii() and "\x7f" not in text:
+        return text  # JSON escaped every other ASCII control already
+    return "".join(_json_escape(c) if c != "\n" and invisible(c) else c for c in text)

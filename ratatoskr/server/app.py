@@ -283,13 +283,8 @@ def create_app(
         if wire is not None:
             # the planes asked at once, as /readyz asks them: each may wait about a second
             # for a database that went away, and a scrape must answer in time
-            planes = wire.planes
-            answers = await asyncio.gather(
-                *(run_in_store_thread(p.health) for p in planes.values())
-            )
-            await run_in_store_thread(
-                metrics.refresh, planes, dict(zip(planes, answers, strict=True))
-            )
+            healths = await wire.healths(run_in_store_thread)
+            await run_in_store_thread(metrics.refresh, wire.planes, healths)
         elif names:  # the stores are not open (yet): every plane this worker serves is down
             metrics.mark_down(names)
         body = await run_in_store_thread(metrics.exposition)

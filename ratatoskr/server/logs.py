@@ -19,6 +19,7 @@ import orjson
 import structlog
 from structlog.typing import EventDict, Processor
 
+from ratatoskr.core.visible import json_visible
 from ratatoskr.wire.calllog import ANSWERING
 
 ALLOWED_KEYS = frozenset(
@@ -187,7 +188,8 @@ def allow_list(_: Any, __: str, event_dict: EventDict) -> EventDict:
 
 
 def _json(obj: MutableMapping[str, Any], **_: Any) -> str:
-    return orjson.dumps(obj, default=str).decode()
+    # an id or a value logged as a writer gave it must not drive the reader's terminal
+    return json_visible(orjson.dumps(obj, default=str).decode())
 
 
 def pre_chain() -> list[Processor]:

@@ -65,6 +65,7 @@ from ratatoskr.wire.envelope import (
 )
 from ratatoskr.wire.observer import CallObserver
 from ratatoskr.wire.plane import DEFERRED, LEDGER_DOWN, Plane, Verb
+from ratatoskr.wire.readiness import BoundedHealth
 from ratatoskr.wire.replay import CheckedGuard, ReplayGuard
 from ratatoskr.wire.tokens import BodyDigest, TokenVerifier, VerifiedToken
 
@@ -141,6 +142,7 @@ class WireEndpoints:
         self.server = {"name": server_name, "version": server_version}
         self.observer = observer
         self.offload = offload
+        self._health_checks = {name: BoundedHealth(p.health) for name, p in self.planes.items()}
 
     def routes(self) -> list[BaseRoute]:
         routes: list[BaseRoute] = [
@@ -190,10 +192,15 @@ class WireEndpoints:
     async def healthz(self, request: Request) -> Response:
         return Response(orjson.dumps({"status": "ok"}), media_type=JSON)
 
+    async def healths(self, offload: Offload) -> dict[str, dict[str, Any]]:
+        """Every plane's health, asked at once (each may wait about a second for a database
+        that went away), each within its deadline (``readiness.py``)."""
+        checks = self._health_checks
+        answers = await asyncio.gather(*(checks[name](offload) for name in self.planes))
+        return dict(zip(self.planes, answers, strict=True))
+
     async def readyz(self, request: Request) -> Response:
-        # the planes at once: each may wait about a second for a database that went away
-        answers = await asyncio.gather(*(self.offload(p.health) for p in self.planes.values()))
-        planes = dict(zip(self.planes, answers, strict=True))
+        planes = await self.healths(self.offload)
         ready = all(h["status"] in ("ok", "degraded") for h in planes.values())
         body = orjson.dumps({"ready": ready, "planes": planes})
         return Response(body, status_code=200 if ready else 503, media_type=JSON)

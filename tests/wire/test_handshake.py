@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
 import orjson
+import pytest
 from starlette.testclient import TestClient
 
 from ratatoskr import __version__
@@ -15,6 +18,7 @@ from ratatoskr.memory.search.worker import holding
 from ratatoskr.memory.store import RatatoskrMemoryStore, open_memory_store
 from ratatoskr.memory.verbs import memory_table
 from ratatoskr.sqlite.jti import JtiLedger
+from ratatoskr.wire import readiness
 from ratatoskr.wire.openapi import openapi_document
 from tests.apps import memory_app
 from tests.backends import Backend
@@ -110,6 +114,37 @@ def test_readyz(client: TestClient, store: RatatoskrMemoryStore, backend: Backen
     assert response.status_code == 503
     assert response.json()["planes"]["memory"]["status"] == "down"
     assert isinstance(response.json()["planes"]["memory"]["reason"], str)
+
+
+def test_readyz_answers_in_time_while_a_store_does_not(
+    tmp_path: Path, ledger: JtiLedger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A database that takes connections but never answers (frozen) holds a health check
+    for as long as it is frozen: /readyz still answers, the plane down with the reason, and
+    the next probe waits for the same check rather than start another (one held thread)."""
+    monkeypatch.setattr(readiness, "HEALTH_DEADLINE", 0.2)
+    store = open_memory_store(str(tmp_path / "m.db"), embedding_dim=DIM, mirror_bytes=0)
+    frozen = threading.Event()
+    started: list[float] = []
+    healthy = store.health
+
+    def held() -> dict[str, Any]:
+        started.append(time.monotonic())
+        frozen.wait(60)
+        return healthy()
+
+    monkeypatch.setattr(store, "health", held)
+    with TestClient(memory_app(store, KEY, ledger=ledger)) as client:
+        for _ in range(3):
+            response = client.get("/readyz")
+            assert response.status_code == 503
+            memory = response.json()["planes"]["memory"]
+            assert memory["status"] == "down" and "did not answer" in memory["reason"]
+        assert len(started) == 1
+        frozen.set()  # the database answers again: the check under way returns, then new ones
+        answers = [client.get("/readyz").status_code for _ in range(2)]
+        assert answers == [200, 200] and len(started) >= 2
+    store.close()
 
 
 def test_openapi_is_served_and_matches_the_docs(client: TestClient) -> None:
