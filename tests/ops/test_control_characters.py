@@ -1,7 +1,8 @@
 """A stored id or value may hold anything a writer sent: terminal escape sequences, C0 and
 C1 controls (a newline, a carriage return), DEL, bidi overrides. The CLI shows each such
 character escaped, so nothing a writer stored drives the operator's terminal or hides a
-row; ``--json`` keeps the exact stored value; every ``--narrow`` hint explore prints, pasted
+row; ``--json`` keeps the exact stored value, with what JSON lets through raw (DEL, C1
+controls, bidi overrides) written as ``\\u`` escapes; every ``--narrow`` hint explore prints, pasted
 into a shell, still selects its bucket."""
 
 from __future__ import annotations
@@ -164,6 +165,24 @@ def test_list_escapes_ids_values_and_its_filter(odd: Files, admin: Any) -> None:
     exact = admin("list", "memory", "--json").json()["records"]
     assert {r["id"] for r in exact} == {*USERS, BAD_ID}
     assert next(r for r in exact if r["id"] == BAD_ID)["origin"] == ORIGIN
+
+
+@pytest.mark.parametrize(
+    "command",
+    [("list", "memory"), ("list", "affect"), ("explore", "memory", "--facet", "end_user")],
+)
+def test_json_output_holds_the_values_with_no_raw_control(
+    odd: Files, admin: Any, command: tuple[str, ...]
+) -> None:
+    ran = admin(*command, "--json")
+    assert ran.code == 0, ran.err
+    assert raw_characters(ran.out) == [], ran.out  # DEL, C1 and bidi included
+    assert "\\u202e" in ran.out
+    read = ran.json()  # the same values, read back
+    if command[0] == "list":
+        assert BAD_ID in {r["id"] for r in read["records"]}
+    else:
+        assert set(USERS.values()) <= {b["value"] for b in read["buckets"]}
 
 
 def test_get_escapes_its_header_and_the_record_json_keeps_its_value(odd: Files, admin: Any) -> None:
