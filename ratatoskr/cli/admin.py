@@ -75,6 +75,16 @@ def _get(args: argparse.Namespace, stores: Stores) -> int:
     return 0
 
 
+def _records_in(planes: dict[str, dict[str, Any]]) -> int:
+    """The records a removal's counts hold (its idempotency entries and flags apart)."""
+    return sum(
+        count
+        for counts in planes.values()
+        for kind, count in counts.items()
+        if kind != "idempotency" and isinstance(count, int) and not isinstance(count, bool)
+    )
+
+
 def _confirm(
     args: argparse.Namespace, report: dict[str, Any], title: str, incomplete: str | None = None
 ) -> int:
@@ -89,6 +99,8 @@ def _confirm(
             note = "removed."
         elif args.dry_run:
             note = "dry run: nothing removed."
+        elif not _records_in(report["planes"]):
+            note = "nothing matches: no record to remove."
         else:
             note = "nothing removed: add --yes to remove these records."
         for plane, location in report.get("not_examined", {}).items():

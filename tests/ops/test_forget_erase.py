@@ -52,6 +52,17 @@ def test_forget_without_yes_removes_nothing(filled: Files, admin: Any) -> None:
     assert "nothing removed" in human.out and "--yes" in human.out
 
 
+def test_a_removal_that_matches_nothing_says_so(filled: Files, admin: Any) -> None:
+    """Zero records matched: "add --yes" would send the operator to remove nothing."""
+    for command in (
+        ("forget", "memory", "--scope", "tenant=nobody"),
+        ("erase", "--scope", "end_user=nobody"),
+    ):
+        ran = admin(*command)
+        assert ran.code == 1
+        assert "nothing matches: no record to remove." in ran.out and "--yes" not in ran.out
+
+
 def test_forget_by_filter_and_by_ids(filled: Files, admin: Any) -> None:
     acme = admin("explore", "affect", "--facet", "kind", "--narrow", "tenant=acme", "--json")
     expected = {b["value"]: b["count"] for b in acme.json()["buckets"]}
