@@ -72,6 +72,7 @@ from bench.memory_report import (
 from bench.memory_sql_path import time_sql_path
 from bench.memory_tail import run_tail
 from ratatoskr.core.context import CallContext
+from ratatoskr.core.interpreter import settle_for_serving
 from ratatoskr.memory.calls import MemoryCalls
 from ratatoskr.memory.store import (
     RatatoskrMemoryStore,
@@ -370,6 +371,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     cfg = parse_args(argv)
+    settle_for_serving()  # as a server's worker does once it has imported the app
     args = shlex.join(list(argv if argv is not None else sys.argv[1:]))
     command = ".venv/bin/python -m bench.memory_search" + (f" {args}" if args else "")
     started = time.perf_counter()

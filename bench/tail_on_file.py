@@ -25,6 +25,7 @@ from collections.abc import Sequence
 import apsw
 
 from bench.memory_tail import copy_file, run_tail, tail_lines
+from ratatoskr.core.interpreter import settle_for_serving
 
 
 def chunk_count(path: str) -> int:
@@ -57,6 +58,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
+    settle_for_serving()  # as a server's worker does once it has imported the app
     workdir = tempfile.mkdtemp(prefix="ratatoskr-tail-")
     try:
         path = os.path.join(workdir, "memory.db")
