@@ -122,6 +122,7 @@ class TailResult:
     control: Control  # the same writer on a copy of the file
     worker_cpu: float  # the worker thread's CPU time over the timed searches, share of a core
     worker_phases: dict[str, float]  # the same by phase of its work (``work_clock.py``)
+    here_phases: dict[str, float]  # the follows on the tenant searches' thread, by phase
     gc_ms: float  # the longest collection of Python's cyclic GC in this process
     loadavg: tuple[tuple[float, ...], tuple[float, ...]]
 
@@ -334,8 +335,10 @@ def run_tail(
             gc.callbacks.append(watch)
             written = batches.value
             cpu_before, phases_before = worker.cpu_seconds(), worker.cpu_by_phase()
+            here_before = worker.here_by_phase()
             elapsed = _search_for(store, rng, dim, seconds, steady)
             cpu_after, phases_after = worker.cpu_seconds(), worker.cpu_by_phase()
+            here_after = worker.here_by_phase()
             gc.callbacks.remove(watch)
             written = batches.value - written
             stop.set()
@@ -363,6 +366,10 @@ def run_tail(
                 worker_phases={
                     name: (spent - phases_before.get(name, 0.0)) / elapsed
                     for name, spent in phases_after.items()
+                },
+                here_phases={
+                    name: (spent - here_before.get(name, 0.0)) / elapsed
+                    for name, spent in here_after.items()
                 },
                 gc_ms=watch.longest * 1000.0,
                 loadavg=(loadavg_start, os.getloadavg()),
@@ -463,7 +470,9 @@ def tail_lines(
         )
         + f"; {r.reloads} loads from the file, "
         f"{r.failures} failed steps) and its thread used {100 * r.worker_cpu:,.1f} % of a "
-        f"core ({_phases(r.worker_phases)}); its longest hold of the mirror's lock was "
+        f"core ({_phases(r.worker_phases)}), and the tenant searches' thread, following the "
+        f"log itself after a search, {100 * sum(r.here_phases.values()):,.1f} % "
+        f"({_phases(r.here_phases)}); the longest hold of the mirror's lock was "
         f"{r.max_pause_ms:,.1f} ms, and the longest collection of Python's garbage "
         f"collector {r.gc_ms:,.1f} ms. Routes of the timed searches: "
         + ", ".join(f"{k} {v:,}" for k, v in sorted(routes.items()))

@@ -14,8 +14,8 @@ import pytest
 from ratatoskr.memory.reference import ReferenceMemoryStore
 from ratatoskr.memory.search import inplace
 from ratatoskr.memory.search import mirror as memory_mirror
+from ratatoskr.memory.search.holds import holding
 from ratatoskr.memory.search.overlay import ChangedRows, Overlay
-from ratatoskr.memory.search.worker import holding
 from ratatoskr.memory.store import open_memory_store
 from tests.memory.helpers import CTX, DIM, chunk, random_chunks, settled, vec
 

@@ -21,8 +21,8 @@ from ratatoskr.core.errors import InvalidArguments
 from ratatoskr.memory import rules
 from ratatoskr.memory.search import mirror as memory_mirror
 from ratatoskr.memory.search.cosine import row_norms
+from ratatoskr.memory.search.holds import holding
 from ratatoskr.memory.search.ranking import SORT_MAX, _candidates_by_sort, candidates
-from ratatoskr.memory.search.worker import holding
 from ratatoskr.memory.store import RatatoskrMemoryStore, open_memory_store
 from tests.memory.helpers import CTX, DIM, chunk, random_chunks, settled, vec
 

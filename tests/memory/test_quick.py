@@ -12,7 +12,7 @@ import pytest
 
 from ratatoskr.memory import rules
 from ratatoskr.memory.search import engine
-from ratatoskr.memory.search.worker import holding
+from ratatoskr.memory.search.holds import holding
 from ratatoskr.memory.store import RatatoskrMemoryStore, open_memory_store
 from tests.memory.helpers import CTX, DIM, chunk, settled
 

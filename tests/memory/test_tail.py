@@ -22,8 +22,9 @@ from ratatoskr.memory.search import build, inplace
 from ratatoskr.memory.search import mirror as memory_mirror
 from ratatoskr.memory.search import worker as worker_module
 from ratatoskr.memory.search.engine import LOADING_REASON
+from ratatoskr.memory.search.holds import Hold, holding
 from ratatoskr.memory.search.in_flight import InFlight
-from ratatoskr.memory.search.worker import Hold, MirrorWorker, holding
+from ratatoskr.memory.search.worker import MirrorWorker
 from ratatoskr.memory.store import RatatoskrMemoryStore, open_memory_store
 from tests.memory.helpers import CTX, DIM, chunk, loaded, settled
 

@@ -14,7 +14,7 @@ from starlette.testclient import TestClient
 from ratatoskr import __version__
 from ratatoskr.affect.verbs import AFFECT_TABLE
 from ratatoskr.memory.search.engine import LOADING_REASON
-from ratatoskr.memory.search.worker import holding
+from ratatoskr.memory.search.holds import holding
 from ratatoskr.memory.store import RatatoskrMemoryStore, open_memory_store
 from ratatoskr.memory.verbs import memory_table
 from ratatoskr.sqlite.jti import JtiLedger

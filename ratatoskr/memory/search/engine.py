@@ -15,8 +15,10 @@ A search walks these steps, each of which may hand it to the next route:
 3. **SQL**: with no mirror, before its first load is complete, over its byte budget, or
    a log too far ahead of it (``OVERLAY_MAX``), rank in SQL.
 
-No search loads, follows or regroups the mirror: its worker thread (``worker.py``) does,
-and a search never waits for it beyond one of its short steps. ``quick`` is the wire's
+No search loads or regroups the mirror: its worker thread (``worker.py``) does, and a
+search never waits for it beyond one of its short steps. Only a long search, once its hits
+are computed, follows the log on its own thread (``FOLLOW_HERE_FLOATS``), and only when
+the worker is not changing the mirror: it never waits for that either. ``quick`` is the wire's
 event-loop mode: every step refuses (``None``) instead of waiting or doing more than about
 half a millisecond of work, so the caller can fall back to a thread. Every route picks
 float32 candidates with a margin and rescores them in float64, so all of them return the
@@ -25,6 +27,7 @@ same exact hits.
 
 from __future__ import annotations
 
+import threading
 from collections import Counter
 from collections.abc import Callable
 from typing import Any
@@ -58,6 +61,9 @@ POKE_AHEAD = 2048
 # against the changed ones (``Overlay.kept``) rather than each changed id in the mirror,
 # unless a search at the same view found the changed rows already (``Overlay.known``)
 KEPT_PER_CHANGED = 4
+# a search that scored this many floats (a tenant at a million rows: 38M) follows the log
+# on its own thread once its hits are computed (``MirrorWorker.follow_here``)
+FOLLOW_HERE_FLOATS = 1 << 23
 LOADING_REASON = "search mirror is loading: searches are served by exact SQL, slower"
 
 Hits = list[dict[str, Any]]
@@ -71,6 +77,7 @@ class SearchEngine:
         self.embedding_dim = embedding_dim
         self.mirror = mirror
         self._mark = CurrentMark()
+        self._scored = threading.local()  # the floats this thread's search scored
         self.routes: Counter[str] = Counter()  # searches answered per route (approximate)
         self.in_flight = InFlight()  # the worker steps aside for them (``in_flight.py``)
         self.worker = MirrorWorker(db, mirror, self.in_flight) if mirror is not None else None
@@ -102,11 +109,15 @@ class SearchEngine:
         if self.worker is None:
             return self._search(call, quick)
         self.worker.asked()
+        self._scored.floats = 0
         self.in_flight.begin()
         try:
-            return self._search(call, quick)
+            hits = self._search(call, quick)
         finally:
             self.in_flight.end()
+        if not quick and self._scored.floats >= FOLLOW_HERE_FLOATS:
+            self.worker.follow_here()
+        return hits
 
     def _search(self, call: rules.SearchCall, quick: bool) -> Hits | None:
         hits = self._from_current(call, quick)
@@ -241,8 +252,10 @@ class SearchEngine:
         building the hits would not stay small."""
         mirror.searched = True
         rows = mirror.admitted(call.scope_all, call.scope_any)
-        if quick and not self._quick_enough(mirror.admitted_count(rows), call):
+        count = mirror.admitted_count(rows)
+        if quick and not self._quick_enough(count, call):
             return None
+        self._scored.floats = count * self.embedding_dim
         exclude = None
         if overlay is not None:
             exclude = overlay.known(mirror)

@@ -14,6 +14,12 @@ no search ever waits for that work.
   A process no search has asked of for ``FOLLOW_IDLE_SECONDS`` does not follow: a writer
   that never searches pays nothing for the mirror, and the first search after its writes
   answers beside the mirror (or in SQL, a long burst later) while the worker catches up.
+- **follow on a search's thread**: a long search (a whole tenant at a million rows), its
+  hits computed, brings the log in itself (``follow_here``), unless the worker is changing
+  the mirror just then. On two busy cores the worker's follow otherwise runs beside the
+  next short search and takes its core, the GIL or the lock; on the long search's thread
+  it runs between two searches. For ``DEFER_SECONDS`` after one did, the worker leaves
+  the log to them (unless a search finds it far ahead: ``poke``).
 - **regroup**: when the unsorted tail or the dead rows pass their share, and the mirror is
   being searched, it builds a sorted copy beside the live mirror (``build.regrouped``),
   brings the copy up to the log, and swaps it in under the lock. The copy counts against
@@ -21,10 +27,11 @@ no search ever waits for that work.
   in steps of a bounded pause (``inplace.py``).
 
 Its thread's CPU time is kept by phase (``work_clock.py``): what each part of this work
-costs the searches on a busy machine. The worker is the only thread that changes the
-mirror. Whatever fails (the file replaced or unreadable, memory) leaves the live mirror as
-it was, serving; the worker tries again after ``RETRY_SECONDS``. ``stop`` ends it within
-one step, a load included.
+costs the searches on a busy machine (a search's follow keeps its own: ``here_by_phase``).
+Only one thread changes the mirror at a time: the worker, for a whole cycle, or a search
+following the log (``_changing``). Whatever fails (the file replaced or unreadable,
+memory) leaves the live mirror as it was, serving; the worker tries again after
+``RETRY_SECONDS``. ``stop`` ends it within one step, a load included.
 """
 
 from __future__ import annotations
@@ -40,6 +47,7 @@ import apsw
 
 from ratatoskr.memory.search import build, changes, inplace
 from ratatoskr.memory.search.build import Behind
+from ratatoskr.memory.search.holds import Stopped, reach
 from ratatoskr.memory.search.in_flight import InFlight
 from ratatoskr.memory.search.mirror import Changed, VectorMirror
 from ratatoskr.memory.search.overlay import ChangeView
@@ -55,53 +63,16 @@ QUIET_WAIT_SECONDS = 0.002  # the longest a step of a follow or a regroup waits 
 QUIET_POLL_SECONDS = 0.0001  # how often it looks meanwhile
 PAUSE_FOLLOW_SECONDS = 0.002  # a build step follows the log at most this often
 SWAP_BACKLOG = 256  # entries the log may be ahead of a copy when the worker swaps it in
+FOLLOW_HERE_ENTRIES = 512  # read per follow on a search's thread: about one writer's commit
+DEFER_SECONDS = 0.1  # after a long search followed the log itself, the worker leaves it to them
 FOLLOW_IDLE_SECONDS = 5.0  # a mirror no search asked of for this long is not followed
 STOP_SECONDS = 10.0  # ``stop`` waits this long for the thread
 
 logger = logging.getLogger("ratatoskr.memory")
 
 
-class Stopped(Exception):
-    """The store is closing: the worker ends where it is."""
-
-
-class Hold:
-    """A point in the worker's work where a test holds it (``holding``), after passing it
-    ``skip`` times."""
-
-    def __init__(self, skip: int = 0) -> None:
-        self.skip = skip
-        self.reached = threading.Event()
-        self._released = threading.Event()
-
-    def release(self) -> None:
-        self._released.set()
-
-    def wait_released(self, stopping: threading.Event) -> None:
-        while not self._released.wait(0.05):
-            if stopping.is_set():
-                raise Stopped
-
-
-_holds: dict[str, tuple[Hold, MirrorWorker | None]] = {}
-
-
-@contextmanager
-def holding(point: str, worker: MirrorWorker | None = None, skip: int = 0) -> Iterator[Hold]:
-    """Tests: the next worker to reach ``point`` (``worker``, or any of this process; after
-    ``skip`` passes) waits there until the hold is released (or the block ends). Points:
-    ``load-started``, ``load-sorted`` (between the load's two passes), ``load-scanned``,
-    ``follow``, ``follow-staged`` (a part of a batch written past the rows, not yet
-    published), ``regroup-built``, ``regroup-released`` (the replaced rows' objects let
-    go), ``inplace-step`` (each step of an in-place regroup)."""
-    hold = Hold(skip)
-    _holds[point] = (hold, worker)
-    try:
-        yield hold
-    finally:
-        if _holds.get(point, (None,))[0] is hold:
-            del _holds[point]
-        hold.release()
+def _nothing() -> None:
+    """A search's thread following the log steps aside for no one."""
 
 
 class MirrorWorker:
@@ -115,6 +86,7 @@ class MirrorWorker:
         self.max_pause = 0.0  # the longest hold of the lock by a step, seconds
         self.max_inplace_pause = 0.0  # the longest of them by a step of an in-place regroup
         self._work = WorkClock()  # its thread's CPU time by phase (``cpu_by_phase``)
+        self._here_work = WorkClock()  # the same, of the follows on searches' threads
         self._stopping = threading.Event()
         self._wake = threading.Event()
         self._conn: apsw.Connection | None = None
@@ -125,6 +97,11 @@ class MirrorWorker:
         self._scratch = changes.Scratch()  # the vectors of the batch being brought in
         self._failing = False
         self._followed_at = 0.0
+        # held by whoever changes the mirror: the worker for a whole cycle, or a long
+        # search's thread following the log (``follow_here``), never both at once
+        self._changing = threading.Lock()
+        self._here_at = float("-inf")  # when a search's thread last followed the log
+        self._poked = False
         self._asked_at = float("-inf")  # the last search on this store (``asked``)
         self._changed = threading.Condition()  # notified when the mirror's state changes
         # the changes past the mirror's seq as last read at the log's head, by this worker
@@ -155,6 +132,11 @@ class MirrorWorker:
         ``regroup: release``, ``waiting`` (for the searches under way) and ``other``."""
         return self._work.seconds()
 
+    def here_by_phase(self) -> dict[str, float]:
+        """The CPU seconds the follows on long searches' threads (``follow_here``) have
+        spent so far, by phase: work the worker's thread did not do."""
+        return self._here_work.seconds()
+
     def asked(self) -> None:
         """A search ran on this store: keep following its writes."""
         self._asked_at = time.monotonic()
@@ -162,6 +144,7 @@ class MirrorWorker:
     def poke(self) -> None:
         """A search found the log ahead of the mirror: follow it now."""
         self._asked_at = time.monotonic()
+        self._poked = True
         self._wake.set()
 
     def offer(self, view: ChangeView) -> None:
@@ -170,6 +153,29 @@ class MirrorWorker:
         ahead = self.ahead
         if ahead is None or (ahead.since, ahead.upto) != (view.since, view.upto):
             self.ahead = view
+
+    def follow_here(self) -> bool:
+        """On a long search's thread, its hits computed: bring the log's next entries (up
+        to ``FOLLOW_HERE_ENTRIES``: a bounded cost for the search) into the mirror now,
+        unless the worker is changing it. Done here, the follow runs between two searches
+        of that thread instead of beside the next short one (the worker then leaves the
+        log to such searches: ``DEFER_SECONDS``). Whether it followed; a failure is left
+        to the worker, which meets it again."""
+        mirror = self.mirror
+        if not mirror.ready or self._stopping.is_set():
+            return False
+        if not self._changing.acquire(blocking=False):
+            return False
+        try:
+            if not mirror.ready:
+                return False
+            self._here_at = time.monotonic()
+            self._follow(here=True)
+            return True
+        except Exception:  # noqa: BLE001 - the worker meets it again and reports it
+            return False
+        finally:
+            self._changing.release()
 
     def wait_until(self, done: Callable[[VectorMirror], bool], timeout: float) -> bool:
         """Whether ``done(mirror)`` holds within ``timeout`` seconds (looked at after each
@@ -220,17 +226,24 @@ class MirrorWorker:
             self._wake.wait(POLL_SECONDS)
 
     def _cycle(self) -> None:
+        with self._changing:
+            self._changes()
+
+    def _changes(self) -> None:
         mirror = self.mirror
         if not mirror.ready:
             self._load()
             return
-        if time.monotonic() - self._asked_at > FOLLOW_IDLE_SECONDS:
+        now = time.monotonic()
+        if now - self._asked_at > FOLLOW_IDLE_SECONDS:
             return  # nobody searches here now: the next search (``asked``) resumes it
-        try:
-            self._follow()
-        except Behind:
-            self._drop()
-            return
+        poked, self._poked = self._poked, False
+        if poked or now - self._here_at >= DEFER_SECONDS:
+            try:
+                self._follow()
+            except Behind:
+                self._drop()
+                return
         if mirror.used_bytes() > mirror.max_bytes:
             self._drop(over_budget=True)
             return
@@ -238,15 +251,7 @@ class MirrorWorker:
             self._regroup()
 
     def _at(self, point: str) -> None:
-        held = _holds.get(point)
-        if held is None or held[1] not in (None, self):
-            return
-        hold = held[0]
-        if hold.skip > 0:
-            hold.skip -= 1
-        elif _holds.pop(point, None) is held:
-            hold.reached.set()
-            hold.wait_released(self._stopping)
+        reach(point, self, self._stopping)
 
     def _yield(self) -> None:
         """Between two steps: end if the store closes, and let other threads run."""
@@ -327,16 +332,22 @@ class MirrorWorker:
 
     # -- follow ------------------------------------------------------------------------
 
-    def _follow(self) -> None:
-        """Apply the log to the live mirror up to its head, a lock hold per few rows."""
+    def _follow(self, here: bool = False) -> None:
+        """Apply the log to the live mirror up to its head, a lock hold per few rows;
+        ``here``: on a search's thread (``follow_here``), one read of the log, without
+        stepping aside for searches or stopping at a test's hold."""
         mirror = self.mirror
-        self._at("follow")
+        quiet = _nothing if here else self._quiet
+        work = self._here_work if here else self._work
+        if not here:
+            self._at("follow")
         while True:
             self._followed_at = time.monotonic()
-            self._quiet()
-            with self._work.phase("follow: read"), self.db.read() as conn:
+            quiet()
+            with work.phase("follow: read"), self.db.read() as conn:
+                limit = FOLLOW_HERE_ENTRIES if here else FOLLOW_ENTRIES
                 head, upto, found, gone = build.read_changes(
-                    conn, mirror.seq, FOLLOW_ENTRIES, self._quiet, STEP_ROWS
+                    conn, mirror.seq, limit, quiet, STEP_ROWS
                 )
             if upto == mirror.seq:
                 return
@@ -345,33 +356,42 @@ class MirrorWorker:
                 changed.update(gone)
                 with mirror.lock:
                     self.ahead = ChangeView.of(mirror.seq, upto, changed, found)
-            self._apply(found, gone, upto)
+            self._apply(found, gone, upto, quiet, here)
             self._notify()
-            if upto == head:
+            if upto == head or here:
                 return
             self._yield()
 
-    def _apply(self, found: list[Changed], gone: list[str], upto: int) -> None:
+    def _apply(
+        self,
+        found: list[Changed],
+        gone: list[str],
+        upto: int,
+        quiet: Callable[[], None],
+        here: bool,
+    ) -> None:
         """Bring the rows read into the live mirror, ``STEP_ROWS`` at a time, prepared
         outside the lock and published under it; the last step moves its ``seq`` to
         ``upto``."""
         mirror = self.mirror
+        work = self._here_work if here else self._work
         steps = max(1, -(-max(len(found), len(gone)) // STEP_ROWS))
         for step in range(steps):
             lo, hi = step * STEP_ROWS, (step + 1) * STEP_ROWS
             last = step == steps - 1
-            self._quiet()
-            with self._work.phase("follow: prepare"):
+            quiet()
+            with work.phase("follow: prepare"):
                 prepared = changes.prepare(mirror, found[lo:hi], self._scratch)
-            self._quiet()
-            with self._work.phase("follow: place"):
-                changes.place(mirror, prepared, gone[lo:hi], self._publishing(upto, last))
+            quiet()
+            with work.phase("follow: place"):
+                changes.place(mirror, prepared, gone[lo:hi], self._publishing(upto, last, here))
 
     @contextmanager
-    def _publishing(self, upto: int, last: bool) -> Iterator[None]:
+    def _publishing(self, upto: int, last: bool, here: bool = False) -> Iterator[None]:
         """The lock hold that publishes a part of a batch; the last one moves the mirror's
         ``seq`` to ``upto`` (the changes ``ahead`` are then in it)."""
-        self._at("follow-staged")
+        if not here:
+            self._at("follow-staged")
         mirror = self.mirror
         with mirror.lock:
             started = time.perf_counter()
