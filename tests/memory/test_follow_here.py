@@ -13,6 +13,8 @@ import pytest
 
 from ratatoskr.memory import rules
 from ratatoskr.memory.search import engine as engine_module
+from ratatoskr.memory.search import inplace
+from ratatoskr.memory.search import mirror as memory_mirror
 from ratatoskr.memory.search import worker as worker_module
 from ratatoskr.memory.search.holds import holding
 from ratatoskr.memory.store import RatatoskrMemoryStore, open_memory_store
@@ -81,6 +83,36 @@ def test_a_long_search_leaves_the_log_to_a_worker_changing_the_mirror(tmp_path: 
         assert worker.here_by_phase() == here
     settled(ours)
     assert _seq(ours) >= head
+    pair.agree()
+    ours.close()
+
+
+@pytest.mark.usefixtures("quiet_worker")
+@pytest.mark.parametrize("in_place", [False, True], ids=["beside", "in-place"])
+def test_a_long_search_follows_the_log_between_two_steps_of_a_regroup(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, in_place: bool
+) -> None:
+    monkeypatch.setattr(memory_mirror, "REGROUP_MIN", 32)
+    monkeypatch.setattr(inplace, "STEP_BYTES", 32 * 4 * DIM)
+    # in place: room for the live mirror as it grows here, not for a copy beside it
+    budget = memory_mirror.bytes_per_row(DIM) * 900 if in_place else None
+    pair = filled(tmp_path, seed=53, mirror_bytes=budget)
+    ours, rng = pair.ours, pair.rng
+    worker = ours.engine.worker
+    assert worker is not None and ours.mirror is not None
+    with holding("regroup-pause", worker, skip=2) as paused:
+        pair.write(150, rewrite=40)  # the tail outgrows its share
+        worker.poke()
+        assert paused.reached.wait(30)  # mid-regroup, the worker between two steps
+        for _ in range(3):
+            head = _behind(pair)
+            ours.search(rng.standard_normal(DIM).tolist(), top_k=3)  # long: follows
+            assert _seq(ours) == head
+            pair.agree()
+        assert ours.mirror.regroups == 0
+    worker.poke()
+    assert ours.engine.wait_until(lambda m: m.regroups >= 1, 30)
+    settled(ours)
     pair.agree()
     ours.close()
 

@@ -40,8 +40,9 @@ def holding(point: str, worker: object | None = None, skip: int = 0) -> Iterator
     ``skip`` passes) waits there until the hold is released (or the block ends). Points:
     ``load-started``, ``load-sorted`` (between the load's two passes), ``load-scanned``,
     ``follow``, ``follow-staged`` (a part of a batch written past the rows, not yet
-    published), ``regroup-built``, ``regroup-released`` (the replaced rows' objects let
-    go), ``inplace-step`` (each step of an in-place regroup)."""
+    published), ``regroup-pause`` (between two steps of a regroup), ``regroup-built``,
+    ``regroup-released`` (the replaced rows' objects let go), ``inplace-step`` (each step
+    of an in-place regroup)."""
     hold = Hold(skip)
     _holds[point] = (hold, worker)
     try:

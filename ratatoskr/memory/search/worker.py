@@ -277,10 +277,22 @@ class MirrorWorker:
                 time.sleep(QUIET_POLL_SECONDS)
 
     def _pause(self) -> None:
-        """Between two steps of a regroup: also keep the live mirror current."""
-        self._yield()
-        self._quiet()
-        if self.mirror.ready and time.monotonic() - self._followed_at >= PAUSE_FOLLOW_SECONDS:
+        """Between two steps of a regroup: let a long search follow the log meanwhile
+        (``follow_here``: a regroup at a million rows takes seconds), and keep the live
+        mirror current when none did."""
+        self._changing.release()
+        try:
+            self._at("regroup-pause")
+            self._yield()
+            self._quiet()
+        finally:
+            self._changing.acquire()
+        now = time.monotonic()
+        if (
+            self.mirror.ready
+            and now - self._followed_at >= PAUSE_FOLLOW_SECONDS
+            and now - self._here_at >= DEFER_SECONDS
+        ):
             self._follow()
 
     # -- load --------------------------------------------------------------------------
