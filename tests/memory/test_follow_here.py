@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from ratatoskr.memory import rules
+from ratatoskr.memory import store as memory_store
 from ratatoskr.memory.search import engine as engine_module
 from ratatoskr.memory.search import inplace
 from ratatoskr.memory.search import mirror as memory_mirror
@@ -195,4 +196,26 @@ def test_searching_threads_follow_beside_the_worker_and_a_writer_and_answer_exac
     assert not failures, failures
     assert ours.engine.worker is not None
     assert ours.engine.worker.here_by_phase().get("follow: place", 0.0) > 0.0
+    ours.close()
+
+
+@pytest.mark.usefixtures("quiet_worker")
+def test_a_follow_that_fails_leaves_it_to_the_worker_and_answers_stay_exact(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pair = filled(tmp_path, seed=61)
+    ours = pair.ours
+    worker = ours.engine.worker
+    assert worker is not None and ours.mirror is not None
+    monkeypatch.setattr(memory_store, "CHANGES_KEPT", 5)  # the log pruned past the mirror
+    _behind(pair)
+    assert not worker.follow_here()  # it cannot say what changed: the worker reloads
+    pair.agree()  # meanwhile in SQL, exactly
+    reloads = ours.mirror.reloads
+    worker.poke()  # as a search finding the log far ahead does: the worker drops it
+    assert ours.engine.wait_until(lambda m: not m.ready, 30)
+    worker.poke()  # and loads it again (at its next look; its poll is an hour here)
+    assert ours.engine.wait_until(lambda m: m.ready and m.reloads > reloads, 30)
+    settled(ours)
+    pair.agree()
     ours.close()

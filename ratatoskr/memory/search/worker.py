@@ -169,11 +169,12 @@ class MirrorWorker:
         try:
             if not mirror.ready:
                 return False
-            self._here_at = time.monotonic()
             self._follow(here=True)
-            return True
-        except Exception:  # noqa: BLE001 - the worker meets it again and reports it
+        except Exception:  # noqa: BLE001 - the worker, not held back, meets it and reports it
             return False
+        else:
+            self._here_at = time.monotonic()
+            return True
         finally:
             self._changing.release()
 
