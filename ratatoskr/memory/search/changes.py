@@ -113,8 +113,8 @@ def place(
     lock: AbstractContextManager[Any] | None = None,
 ) -> None:
     """Bring ``prepared`` rows and the removal of ``gone`` into ``mirror``, holding
-    ``lock`` (the live mirror's) only to publish them; call from the only thread that
-    changes the mirror."""
+    ``lock`` (the live mirror's) only to publish them; call from the one thread changing
+    the mirror at a time."""
     staged = _stage(mirror, prepared, gone)
     with lock if lock is not None else nullcontext():
         _publish(mirror, prepared, staged)
@@ -198,8 +198,8 @@ def _drop_records(mirror: VectorMirror, at: I64) -> None:
 
 def reserve(mirror: VectorMirror, extra: int) -> None:
     """Make room for ``extra`` more rows: larger arrays are made and filled outside the
-    lock (the worker is the only thread that changes the mirror), and only swapped in
-    under it."""
+    lock (one thread at a time changes the mirror: ``worker._changing``), and only
+    swapped in under it."""
     if mirror.n + extra <= len(mirror.alive):
         return
     # at least doubled: a store filled through this process (an import into a new

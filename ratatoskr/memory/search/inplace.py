@@ -6,8 +6,8 @@ While rows move, the mirror counts every row as tail (``sorted_n = 0``): a searc
 value's rows by scanning the axis codes instead of the grouped order, which stays correct
 whatever order the rows are in, and only slower. The steps:
 
-1. the target order: the rows alive now, sorted by scope (computed outside the lock; the
-   worker is the only thread that changes the mirror);
+1. the target order: the rows alive now, sorted by scope (computed outside the lock; one
+   thread at a time changes the mirror: ``worker._changing``);
 2. for each block of target places, one step: the rows that belong there move in, and the
    rows they displace move to the places just vacated; every step leaves each chunk in
    exactly one row, so a search between two steps sees a whole mirror;
@@ -68,7 +68,7 @@ def _vacate(mirror: VectorMirror, places: I64) -> None:
 
 def regroup(mirror: VectorMirror, pause: Pause, locked_step: Step) -> None:
     """Sort ``mirror``'s rows by scope where they are (see the module's docstring). Call
-    from the only thread that changes it; ``locked_step()`` holds its lock for one step."""
+    from the one thread changing it; ``locked_step()`` holds its lock for one step."""
     start = mirror.n
     alive = np.flatnonzero(mirror.alive[:start])
     target = alive[np.lexsort(mirror.codes[::-1, alive])]  # place i <- the row at target[i]
