@@ -363,14 +363,8 @@ def run_tail(
                     if cpu_before is not None and cpu_after is not None
                     else float("nan")
                 ),
-                worker_phases={
-                    name: (spent - phases_before.get(name, 0.0)) / elapsed
-                    for name, spent in phases_after.items()
-                },
-                here_phases={
-                    name: (spent - here_before.get(name, 0.0)) / elapsed
-                    for name, spent in here_after.items()
-                },
+                worker_phases=_shares(phases_before, phases_after, elapsed),
+                here_phases=_shares(here_before, here_after, elapsed),
                 gc_ms=watch.longest * 1000.0,
                 loadavg=(loadavg_start, os.getloadavg()),
             )
@@ -485,6 +479,11 @@ def tail_lines(
         + ".",
     ]
     return lines
+
+
+def _shares(before: dict[str, float], after: dict[str, float], elapsed: float) -> dict[str, float]:
+    """CPU seconds by phase spent between two readings, as shares of a core."""
+    return {name: (spent - before.get(name, 0.0)) / elapsed for name, spent in after.items()}
 
 
 def _phases(shares: dict[str, float]) -> str:

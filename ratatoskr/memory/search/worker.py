@@ -239,7 +239,7 @@ class MirrorWorker:
         if now - self._asked_at > FOLLOW_IDLE_SECONDS:
             return  # nobody searches here now: the next search (``asked``) resumes it
         poked, self._poked = self._poked, False
-        if poked or now - self._here_at >= DEFER_SECONDS:
+        if poked or not self._deferred(now):
             try:
                 self._follow()
             except Behind:
@@ -252,7 +252,14 @@ class MirrorWorker:
             self._regroup()
 
     def _at(self, point: str) -> None:
-        reach(point, self, self._stopping)
+        """A test's hold point: only the worker's own thread stops there (a search
+        following the log passes the same code)."""
+        if threading.current_thread() is self._thread:
+            reach(point, self, self._stopping)
+
+    def _deferred(self, now: float) -> bool:
+        """Whether a long search followed the log lately: the worker leaves it to them."""
+        return now - self._here_at < DEFER_SECONDS
 
     def _yield(self) -> None:
         """Between two steps: end if the store closes, and let other threads run."""
@@ -292,7 +299,7 @@ class MirrorWorker:
         if (
             self.mirror.ready
             and now - self._followed_at >= PAUSE_FOLLOW_SECONDS
-            and now - self._here_at >= DEFER_SECONDS
+            and not self._deferred(now)
         ):
             self._follow()
 
@@ -348,12 +355,10 @@ class MirrorWorker:
     def _follow(self, here: bool = False) -> None:
         """Apply the log to the live mirror up to its head, a lock hold per few rows;
         ``here``: on a search's thread (``follow_here``), one read of the log, without
-        stepping aside for searches or stopping at a test's hold."""
+        stepping aside for searches."""
         mirror = self.mirror
-        quiet = _nothing if here else self._quiet
-        work = self._here_work if here else self._work
-        if not here:
-            self._at("follow")
+        quiet, work = self._manner(here)
+        self._at("follow")
         while True:
             self._followed_at = time.monotonic()
             quiet()
@@ -369,25 +374,23 @@ class MirrorWorker:
                 changed.update(gone)
                 with mirror.lock:
                     self.ahead = ChangeView.of(mirror.seq, upto, changed, found)
-            self._apply(found, gone, upto, quiet, here)
+            self._apply(found, gone, upto, here)
             self._notify()
             if upto == head or here:
                 return
             self._yield()
 
-    def _apply(
-        self,
-        found: list[Changed],
-        gone: list[str],
-        upto: int,
-        quiet: Callable[[], None],
-        here: bool,
-    ) -> None:
+    def _manner(self, here: bool) -> tuple[Callable[[], None], WorkClock]:
+        """How a follow steps aside before each step, and the clock its CPU time goes to:
+        on a search's thread (``here``) it steps aside for no one, on its own clock."""
+        return (_nothing, self._here_work) if here else (self._quiet, self._work)
+
+    def _apply(self, found: list[Changed], gone: list[str], upto: int, here: bool) -> None:
         """Bring the rows read into the live mirror, ``STEP_ROWS`` at a time, prepared
         outside the lock and published under it; the last step moves its ``seq`` to
         ``upto``."""
         mirror = self.mirror
-        work = self._here_work if here else self._work
+        quiet, work = self._manner(here)
         steps = max(1, -(-max(len(found), len(gone)) // STEP_ROWS))
         for step in range(steps):
             lo, hi = step * STEP_ROWS, (step + 1) * STEP_ROWS
@@ -397,14 +400,13 @@ class MirrorWorker:
                 prepared = changes.prepare(mirror, found[lo:hi], self._scratch)
             quiet()
             with work.phase("follow: place"):
-                changes.place(mirror, prepared, gone[lo:hi], self._publishing(upto, last, here))
+                changes.place(mirror, prepared, gone[lo:hi], self._publishing(upto, last))
 
     @contextmanager
-    def _publishing(self, upto: int, last: bool, here: bool = False) -> Iterator[None]:
+    def _publishing(self, upto: int, last: bool) -> Iterator[None]:
         """The lock hold that publishes a part of a batch; the last one moves the mirror's
         ``seq`` to ``upto`` (the changes ``ahead`` are then in it)."""
-        if not here:
-            self._at("follow-staged")
+        self._at("follow-staged")
         mirror = self.mirror
         with mirror.lock:
             started = time.perf_counter()
