@@ -29,7 +29,7 @@ system-packages:
 # (what an install without a C compiler runs)
 test: system-packages lint
 	HYPOTHESIS_PROFILE=ci $(PY) -m pytest -q
-	HYPOTHESIS_PROFILE=ci RATATOSKR_NO_ACCELERATORS=1 RATATOSKR_TEST_BACKENDS=sqlite $(PY) -m pytest -q tests/memory tests/affect tests/sqlite tests/client
+	HYPOTHESIS_PROFILE=ci RATATOSKR_NO_ACCELERATORS=1 RATATOSKR_TEST_BACKENDS=sqlite $(PY) -m pytest -q tests/memory tests/client
 
 # the console's main views, as the browser tests see them, into docs/console/ (docs/operations.md)
 console-screenshots: $(STAMP)

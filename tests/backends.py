@@ -45,6 +45,9 @@ class Backend:
     cursor_secret: Callable[[Any], bytes]
     # whether a per-process search mirror exists to be turned off (``mirror_bytes=0``)
     has_mirror: bool = True
+    # the backend whose affect store this one's is, setting for setting (a memory-only
+    # setting differs): the affect suites run that one and leave this out
+    affect_as: str | None = None
 
     def memory(
         self,
@@ -183,6 +186,7 @@ POSTGRESQL_PARTITIONED = Backend(
     footprint=_pg_footprint,
     cursor_secret=lambda store: read_secret(store.db),
     has_mirror=False,
+    affect_as="postgresql",  # the affect plane partitions nothing
 )
 
 BACKENDS: dict[str, Backend] = {
@@ -217,3 +221,10 @@ def selected() -> list[str]:
     if unknown:
         raise ValueError(f"unknown test backend(s): {', '.join(unknown)}")
     return names
+
+
+def selected_for_affect() -> list[str]:
+    """The selected backends whose affect stores differ: one whose affect store is another
+    selected one's (``Backend.affect_as``) would run the same tests on the same tables."""
+    names = selected()
+    return [n for n in names if BACKENDS[n].affect_as not in names]

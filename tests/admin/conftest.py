@@ -16,7 +16,7 @@ from ratatoskr.affect import rules as affect_rules
 from ratatoskr.core.context import CallContext
 from ratatoskr.core.filters import AFFECT, MEMORY, PLANES
 from ratatoskr.memory import rules as memory_rules
-from tests.backends import BACKENDS, Backend, selected
+from tests.backends import BACKENDS, Backend, selected, selected_for_affect
 
 DIM = 8
 CTX = CallContext(actor="worldtree")
@@ -86,7 +86,10 @@ def _kit(backend: Backend, plane: str, tmp: Path) -> Kit:
     return made
 
 
-@pytest.fixture(params=[(b, p) for b in selected() for p in PLANES], ids=lambda bp: "-".join(bp))
+@pytest.fixture(
+    params=[(b, p) for p in PLANES for b in (selected() if p == MEMORY else selected_for_affect())],
+    ids=lambda bp: "-".join(bp),
+)
 def kit(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Kit]:
     """Each plane's store, on each backend."""
     backend, plane = request.param

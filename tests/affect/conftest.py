@@ -11,7 +11,7 @@ import pytest
 from ratatoskr.affect.reference import ReferenceAffectStore
 from ratatoskr.affect.store import RatatoskrAffectStore, open_affect_store
 from tests.affect.helpers import FakeClock
-from tests.backends import BACKENDS, selected
+from tests.backends import BACKENDS, Backend, selected_for_affect
 
 
 @pytest.fixture
@@ -26,7 +26,13 @@ def sqlite_store(tmp_path: Path, clock: FakeClock) -> Iterator[RatatoskrAffectSt
     store.close()
 
 
-@pytest.fixture(params=[*selected(), "reference"])
+@pytest.fixture(params=selected_for_affect())
+def backend(request: pytest.FixtureRequest) -> Backend:
+    """Each affect suite that takes this runs once per backend with its own affect store."""
+    return BACKENDS[request.param]
+
+
+@pytest.fixture(params=[*selected_for_affect(), "reference"])
 def store(request: pytest.FixtureRequest, tmp_path: Path, clock: FakeClock) -> Iterator[Any]:
     """Each rule test runs against every storage backend and the reference store alike."""
     if request.param == "reference":

@@ -22,7 +22,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition,
 from ratatoskr.affect.reference import ReferenceAffectStore
 from ratatoskr.core.errors import BifrostError, RevisionMismatch
 from tests.affect.helpers import FakeClock, ctx
-from tests.backends import BACKENDS, Backend, selected
+from tests.backends import BACKENDS, Backend, selected_for_affect
 
 IDS = ["a", "b", "c", "d", "A", "é", "a b"]
 KEYS = ["k1", "k2", "k3"]
@@ -246,7 +246,7 @@ PARITY_SETTINGS = settings(
 def _machines() -> dict[str, Any]:
     """One state machine per backend."""
     out: dict[str, Any] = {}
-    for name in selected():
+    for name in selected_for_affect():
         machine = cast(
             type[AffectParity],
             type(f"AffectParity_{name}", (AffectParity,), {"backend": BACKENDS[name]}),
