@@ -20,6 +20,8 @@ no search ever waits for that work.
   next short search and takes its core, the GIL or the lock; on the long search's thread
   it runs between two searches. For ``DEFER_SECONDS`` after one did, the worker leaves
   the log to them (unless a search finds it far ahead: ``poke``).
+- **touch ahead**: after each follow it writes the places just past the rows, so the first
+  write to those pages is not a follow's (``touch_ahead.py``).
 - **regroup**: when the unsorted tail or the dead rows pass their share, and the mirror is
   being searched, it builds a sorted copy beside the live mirror (``build.regrouped``),
   brings the copy up to the log, and swaps it in under the lock. The copy counts against
@@ -52,6 +54,7 @@ from ratatoskr.memory.search.in_flight import InFlight
 from ratatoskr.memory.search.mirror import Changed, VectorMirror
 from ratatoskr.memory.search.overlay import ChangeView
 from ratatoskr.memory.search.row_index import RowIndex
+from ratatoskr.memory.search.touch_ahead import TouchAhead
 from ratatoskr.memory.search.work_clock import WorkClock
 from ratatoskr.sqlite.database import Database
 
@@ -95,6 +98,7 @@ class MirrorWorker:
         # copy in their arrays (kept while a copy fits the budget: ``build._room``)
         self._spare: VectorMirror | None = None
         self._scratch = changes.Scratch()  # the vectors of the batch being brought in
+        self._touched = TouchAhead()  # the places past the rows written before a follow
         self._failing = False
         self._followed_at = 0.0
         # held by whoever changes the mirror: the worker for a whole cycle, or a long
@@ -245,6 +249,7 @@ class MirrorWorker:
             except Behind:
                 self._drop()
                 return
+        self._touch_ahead()
         if mirror.used_bytes() > mirror.max_bytes:
             self._drop(over_budget=True)
             return
@@ -302,6 +307,17 @@ class MirrorWorker:
             and not self._deferred(now)
         ):
             self._follow()
+        self._touch_ahead(steps=1)
+
+    def _touch_ahead(self, steps: int | None = None) -> None:
+        """Write the places the next follows fill (``touch_ahead.py``), each step after the
+        searches under way: all that are due, or ``steps`` of them."""
+        mirror, done = self.mirror, 0
+        while mirror.ready and done != steps and (places := self._touched.due(mirror)):
+            self._quiet()
+            with self._work.phase("touch ahead"):
+                self._touched.touch(mirror, *places)
+            done += 1
 
     # -- load --------------------------------------------------------------------------
 
