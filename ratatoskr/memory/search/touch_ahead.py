@@ -17,8 +17,10 @@ there), and only the thread changing the mirror writes them (``worker._changing`
 from __future__ import annotations
 
 import weakref
+from collections.abc import Callable
 
 from ratatoskr.memory.search.mirror import VectorMirror
+from ratatoskr.memory.search.work_clock import WorkClock
 
 AHEAD_BYTES = 16 << 20  # vectors' worth of places kept written past the rows
 STEP_BYTES = 2 << 20  # written per step: one huge page of vectors
@@ -56,3 +58,19 @@ class TouchAhead:
             getattr(mirror, name)[lo:hi] = 0
         mirror.codes[:, lo:hi] = 0
         self.upto = hi
+
+    def run(
+        self,
+        mirror: VectorMirror,
+        before_step: Callable[[], None],
+        work: WorkClock,
+        steps: int | None = None,
+    ) -> None:
+        """Write the places due, each step after ``before_step`` (the worker letting the
+        searches under way return) and on ``work``'s clock: all of them, or ``steps``."""
+        done = 0
+        while mirror.ready and done != steps and (places := self.due(mirror)):
+            before_step()
+            with work.phase("touch ahead"):
+                self.touch(mirror, *places)
+            done += 1

@@ -249,7 +249,7 @@ class MirrorWorker:
             except Behind:
                 self._drop()
                 return
-        self._touch_ahead()
+        self._touched.run(mirror, self._quiet, self._work)
         if mirror.used_bytes() > mirror.max_bytes:
             self._drop(over_budget=True)
             return
@@ -307,17 +307,7 @@ class MirrorWorker:
             and not self._deferred(now)
         ):
             self._follow()
-        self._touch_ahead(steps=1)
-
-    def _touch_ahead(self, steps: int | None = None) -> None:
-        """Write the places the next follows fill (``touch_ahead.py``), each step after the
-        searches under way: all that are due, or ``steps`` of them."""
-        mirror, done = self.mirror, 0
-        while mirror.ready and done != steps and (places := self._touched.due(mirror)):
-            self._quiet()
-            with self._work.phase("touch ahead"):
-                self._touched.touch(mirror, *places)
-            done += 1
+        self._touched.run(self.mirror, self._quiet, self._work, steps=1)
 
     # -- load --------------------------------------------------------------------------
 
