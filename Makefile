@@ -27,9 +27,14 @@ system-packages:
 
 # the whole suite, then the store and search suites again on the pure-Python/numpy paths
 # (what an install without a C compiler runs)
+# the client suites that drive every verb and error through a real server: the wire's path
+# without the accelerators (the rest of tests/client is the client's own mechanics)
+CLIENT_END_TO_END = tests/client/test_verbs.py tests/client/test_errors.py \
+	tests/client/test_property.py tests/client/test_first_run.py
+
 test: system-packages lint
 	HYPOTHESIS_PROFILE=ci $(PY) -m pytest -q
-	HYPOTHESIS_PROFILE=ci RATATOSKR_NO_ACCELERATORS=1 RATATOSKR_TEST_BACKENDS=sqlite $(PY) -m pytest -q tests/memory tests/client
+	HYPOTHESIS_PROFILE=ci RATATOSKR_NO_ACCELERATORS=1 RATATOSKR_TEST_BACKENDS=sqlite $(PY) -m pytest -q tests/memory $(CLIENT_END_TO_END)
 
 # the console's main views, as the browser tests see them, into docs/console/ (docs/operations.md)
 console-screenshots: $(STAMP)
