@@ -19,14 +19,11 @@ from __future__ import annotations
 import weakref
 from collections.abc import Callable
 
-from ratatoskr.memory.search.mirror import VectorMirror
+from ratatoskr.memory.search.mirror import ARRAYS, VectorMirror
 from ratatoskr.memory.search.work_clock import WorkClock
 
 AHEAD_BYTES = 16 << 20  # vectors' worth of places kept written past the rows
 STEP_BYTES = 2 << 20  # written per step: one huge page of vectors
-# the per-row arrays numpy allocates untouched (the object arrays are filled with None as
-# they are made: ``mirror.objects``)
-_UNTOUCHED = ("matrix", "inv_norms", "norms", "alive", "id_hashes", "revisions", "wide")
 
 
 class TouchAhead:
@@ -53,10 +50,15 @@ class TouchAhead:
         return lo, min(end, lo + max(1, STEP_BYTES // row_bytes))
 
     def touch(self, mirror: VectorMirror, lo: int, hi: int) -> None:
-        """Write zeros into places ``lo:hi`` past the rows (as ``due`` gave them)."""
-        for name in _UNTOUCHED:
-            getattr(mirror, name)[lo:hi] = 0
-        mirror.codes[:, lo:hi] = 0
+        """Write zeros into places ``lo:hi`` past the rows (as ``due`` gave them), in each
+        per-row array numpy leaves untouched (an object array is filled with None as it
+        is made: ``mirror.objects``)."""
+        for name in ARRAYS:
+            array = getattr(mirror, name)
+            if name == "codes":  # one row per axis, a column per row
+                array[:, lo:hi] = 0
+            elif array.dtype != object:
+                array[lo:hi] = 0
         self.upto = hi
 
     def run(

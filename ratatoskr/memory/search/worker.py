@@ -380,7 +380,7 @@ class MirrorWorker:
                 changed.update(gone)
                 with mirror.lock:
                     self.ahead = ChangeView.of(mirror.seq, upto, changed, found)
-            self._apply(found, gone, upto, here)
+            self._apply(found, gone, upto, quiet, work)
             self._notify()
             if upto == head or here:
                 return
@@ -391,12 +391,18 @@ class MirrorWorker:
         on a search's thread (``here``) it steps aside for no one, on its own clock."""
         return (_nothing, self._here_work) if here else (self._quiet, self._work)
 
-    def _apply(self, found: list[Changed], gone: list[str], upto: int, here: bool) -> None:
+    def _apply(
+        self,
+        found: list[Changed],
+        gone: list[str],
+        upto: int,
+        quiet: Callable[[], None],
+        work: WorkClock,
+    ) -> None:
         """Bring the rows read into the live mirror, ``STEP_ROWS`` at a time, prepared
-        outside the lock and published under it; the last step moves its ``seq`` to
-        ``upto``."""
+        outside the lock and published under it (each step after ``quiet``, on ``work``'s
+        clock: ``_manner``); the last step moves its ``seq`` to ``upto``."""
         mirror = self.mirror
-        quiet, work = self._manner(here)
         steps = max(1, -(-max(len(found), len(gone)) // STEP_ROWS))
         for step in range(steps):
             lo, hi = step * STEP_ROWS, (step + 1) * STEP_ROWS
