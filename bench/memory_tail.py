@@ -170,6 +170,15 @@ def _writer(
     store.close()
 
 
+def tail_written(conn: apsw.Connection) -> int:
+    """The chunks the writers of earlier runs on this file wrote: a later run's writer
+    goes on from there (new ids and idempotency keys; the next loaded chunks deleted)."""
+    rows = conn.execute(
+        "SELECT count(*) FROM memory_chunks WHERE chunk_id >= 'tail-' AND chunk_id < 'tail.'"
+    ).fetchall()
+    return int(rows[0][0])
+
+
 def _name(i: int, n: int) -> str:
     """The i-th chunk in the order the writer deletes: the loaded ones, then its own."""
     return f"chunk-{i:07d}" if i < n else f"tail-{i - n:08d}"
@@ -293,15 +302,22 @@ class GcWatch:
 
 
 def run_tail(
-    path: str, dim: int, n: int, seconds: float, seed: int, mirror_bytes: int | None = None
+    path: str,
+    dim: int,
+    n: int,
+    seconds: float,
+    seed: int,
+    mirror_bytes: int | None = None,
+    done: int = 0,
 ) -> TailResult:
     """The benchmark on the loaded file at ``path`` (``n`` chunks); see the docstring.
-    ``mirror_bytes``: the store's budget (default: the environment's)."""
+    ``mirror_bytes``: the store's budget (default: the environment's); ``done``: the chunks
+    an earlier run's writer wrote (and deleted) in this file already (``tail_written``)."""
     loadavg_start = os.getloadavg()
     context = mp.get_context("spawn")
     stop = context.Event()
     batches: Synchronized[int] = context.Value("i", 0)  # type: ignore[assignment]
-    writer = context.Process(target=_writer, args=(path, dim, n, seed, stop, batches))
+    writer = context.Process(target=_writer, args=(path, dim, n, seed, stop, batches, done))
     writer.start()
     rng = np.random.default_rng(seed + 1)
     try:
@@ -343,7 +359,7 @@ def run_tail(
             written = batches.value - written
             stop.set()
             writer.join(60)
-            control = _control(store, dim, n, seconds, seed + 2, batches.value * WRITE_BATCH)
+            control = _control(store, dim, n, seconds, seed + 2, done + batches.value * WRITE_BATCH)
             result = TailResult(
                 seconds=elapsed,
                 sql_only=sql_only,

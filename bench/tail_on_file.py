@@ -9,8 +9,9 @@ load, so compare versions alternated, several runs each.
         --dim 768 --seconds 20
 
 The kept file is read once, through SQLite's backup (its WAL included), into a temporary
-directory that is removed afterwards; it is never written. Prints the section that
-``make bench`` writes into docs/performance.md.
+directory that is removed afterwards; it is never written. A file kept from a ``--tail``
+run holds that run's writes: the writer here goes on after them (``tail_written``).
+Prints the section that ``make bench`` writes into docs/performance.md.
 """
 
 from __future__ import annotations
@@ -24,15 +25,17 @@ from collections.abc import Sequence
 
 import apsw
 
-from bench.memory_tail import copy_file, run_tail, tail_lines
+from bench.memory_tail import copy_file, run_tail, tail_lines, tail_written
 from ratatoskr.core.interpreter import settle_for_serving
 
 
-def chunk_count(path: str) -> int:
-    """The chunks a store file holds: the writer deletes the loaded ones by their index."""
+def chunk_counts(path: str) -> tuple[int, int]:
+    """The chunks a store file holds (the writer deletes the loaded ones by their index)
+    and of those, the ones earlier runs' writers wrote (a kept ``--tail`` run's file)."""
     conn = apsw.Connection(path, flags=apsw.SQLITE_OPEN_READONLY)
     try:
-        return int(conn.execute("SELECT count(*) FROM memory_chunks").fetchall()[0][0])
+        n = int(conn.execute("SELECT count(*) FROM memory_chunks").fetchall()[0][0])
+        return n, tail_written(conn)
     finally:
         conn.close()
 
@@ -63,9 +66,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         path = os.path.join(workdir, "memory.db")
         copy_file(args.file, path)
-        n = chunk_count(path)
+        n, done = chunk_counts(path)
         print(f"copied {n:,} chunks; {args.seconds:g} s of searches while a client writes")
-        result = run_tail(path, args.dim, n, args.seconds, args.seed, args.budget)
+        result = run_tail(path, args.dim, n, args.seconds, args.seed, args.budget, done)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     print("\n".join(tail_lines(result, {}, args.seconds)))
