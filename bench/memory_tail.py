@@ -171,12 +171,14 @@ def _writer(
 
 
 def tail_written(conn: apsw.Connection) -> int:
-    """The chunks the writers of earlier runs on this file wrote: a later run's writer
-    goes on from there (new ids and idempotency keys; the next loaded chunks deleted)."""
+    """The chunks the writers of earlier runs on this file wrote, read from the newest id
+    (they may have deleted their own oldest too): a later run's writer goes on from there
+    (new ids and idempotency keys; the next chunks in ``_name``'s order deleted)."""
     rows = conn.execute(
-        "SELECT count(*) FROM memory_chunks WHERE chunk_id >= 'tail-' AND chunk_id < 'tail.'"
+        "SELECT max(chunk_id) FROM memory_chunks WHERE chunk_id >= 'tail-' AND chunk_id < 'tail.'"
     ).fetchall()
-    return int(rows[0][0])
+    newest = rows[0][0]
+    return 0 if newest is None else int(newest.removeprefix("tail-")) + 1
 
 
 def _name(i: int, n: int) -> str:
