@@ -13,8 +13,8 @@ import pytest
 
 from ratatoskr.memory import rules
 from ratatoskr.memory import store as memory_store
+from ratatoskr.memory.search import build, inplace
 from ratatoskr.memory.search import engine as engine_module
-from ratatoskr.memory.search import inplace
 from ratatoskr.memory.search import mirror as memory_mirror
 from ratatoskr.memory.search import worker as worker_module
 from ratatoskr.memory.search.holds import holding
@@ -217,5 +217,44 @@ def test_a_follow_that_fails_leaves_it_to_the_worker_and_answers_stay_exact(
     worker.poke()  # and loads it again (at its next look; its poll is an hour here)
     assert ours.engine.wait_until(lambda m: m.ready and m.reloads > reloads, 30)
     settled(ours)
+    pair.agree()
+    ours.close()
+
+
+@pytest.mark.usefixtures("quiet_worker")
+@pytest.mark.parametrize("steps", [0, 3, 8, 17])
+def test_a_long_search_follows_the_log_while_a_regroup_builds_its_copy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, steps: int
+) -> None:
+    """The copy is built while the live mirror is not the worker's: a long search's thread
+    follows the log into it mid-build (rewriting and deleting rows the build is copying),
+    and the copy swapped in afterwards holds every change, as the reference does."""
+    monkeypatch.setattr(memory_mirror, "REGROUP_MIN", 32)
+    monkeypatch.setattr(build, "BLOCK_BYTES", 64 * 4 * DIM)  # many steps, each a few rows
+    monkeypatch.setattr(build, "LIST_BLOCK", 64)
+    monkeypatch.setattr(build, "INDEX_BLOCK", 64)
+    pair = filled(tmp_path, seed=59 + steps)
+    ours, rng = pair.ours, pair.rng
+    worker = ours.engine.worker
+    assert worker is not None and ours.mirror is not None
+    with holding("regroup-pause", worker, skip=steps) as paused:
+        pair.write(150, rewrite=40)  # the tail outgrows its share
+        worker.poke()
+        assert paused.reached.wait(30)  # the worker between two steps of the build
+        for _ in range(3):
+            head = _behind(pair)
+            ours.search(rng.standard_normal(DIM).tolist(), top_k=3)  # long: follows
+            assert _seq(ours) == head
+            pair.agree()
+        assert ours.mirror.regroups == 0
+    with holding("regroup-built", worker) as built:
+        assert built.reached.wait(30)  # built; not caught up with the log
+        head = _behind(pair)
+        ours.search(rng.standard_normal(DIM).tolist(), top_k=3)
+        assert _seq(ours) == head  # the worker is not changing the live mirror
+        pair.agree()
+    assert ours.engine.wait_until(lambda m: m.regroups >= 1, 30)
+    settled(ours)
+    assert ours.mirror.sorted_n > 0
     pair.agree()
     ours.close()

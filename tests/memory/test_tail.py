@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from ratatoskr.memory.reference import ReferenceMemoryStore
-from ratatoskr.memory.search import build, inplace
+from ratatoskr.memory.search import inplace
 from ratatoskr.memory.search import mirror as memory_mirror
 from ratatoskr.memory.search import worker as worker_module
 from ratatoskr.memory.search.engine import LOADING_REASON
@@ -233,58 +233,6 @@ def test_searches_during_a_regroup_answer_as_the_reference(tmp_path: Path) -> No
     pair.agree()
     assert ours.engine.routes["sql"] == sql_before  # no search waited, none went to SQL
     ours.close()
-
-
-@pytest.mark.usefixtures("small_regroups")
-def test_a_regroup_builds_its_copy_in_the_arrays_the_last_one_replaced(tmp_path: Path) -> None:
-    """The second regroup reuses the first one's replaced arrays (memory touched before
-    costs no page faults); whatever they held past the rows never reaches a search."""
-    pair = filled(tmp_path, 9)
-    ours = pair.ours
-    worker = ours.engine.worker
-    assert ours.mirror is not None and worker is not None
-    replaced = []
-    for regroups in (1, 2):
-        with holding("regroup-released", worker) as released:
-            with holding("regroup-built", worker) as built:
-                # the deletes commit after the rest: fewer than a regroup's minimum, so a
-                # worker that regroups between the two commits has no second regroup due
-                pair.write(100, rewrite=40, delete=memory_mirror.REGROUP_MIN - 2)
-                pair.agree()  # searched: a regroup is due
-                assert built.reached.wait(30)
-                replaced.append(ours.mirror.matrix)  # the rows this regroup replaces
-                pair.agree()
-            assert released.reached.wait(30)
-            spare = worker._spare  # kept for the next regroup: its arrays, none of its objects
-            assert spare is not None and spare.matrix is replaced[-1] and not len(spare.rows)
-            held = spare.ids.tolist() + spare.keys.tolist() + spare.records.tolist()
-            assert held and all(value is None for value in held)
-            pair.agree()
-
-        def regrouped(m: memory_mirror.VectorMirror, r: int = regroups) -> bool:
-            return m.regroups >= r
-
-        assert ours.engine.wait_until(regrouped, 30)
-        pair.agree()
-    assert ours.mirror.matrix is replaced[0]  # the first regroup replaced it, the second reused it
-    settled(ours)
-    pair.agree()
-    ours.close()
-
-
-def test_a_copys_arrays_take_the_next_regroup_of_a_store_grown_a_little(tmp_path: Path) -> None:
-    """A copy has room past its own rows and headroom, so the regroup after it, of a store
-    that grew a few rows meanwhile, builds in its arrays rather than in new memory."""
-    pair = filled(tmp_path, 12)
-    live = pair.ours.mirror
-    assert live is not None
-    copy = build._room(live, live.n, None)
-    assert len(copy.alive) == build.capacity(live.n) > live.n + memory_mirror.headroom(live.n)
-    grown = live.n + live.n // 20
-    assert build._room(live, grown, copy).matrix is copy.matrix
-    much = build.capacity(live.n)  # past the room: new arrays
-    assert build._room(live, much, copy).matrix is not copy.matrix
-    pair.ours.close()
 
 
 @pytest.mark.usefixtures("small_regroups")

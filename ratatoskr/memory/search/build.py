@@ -19,20 +19,20 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
 from itertools import islice
-from typing import Any
+from typing import Any, NamedTuple
 
 import apsw
 import numpy as np
 import numpy.typing as npt
 
 from ratatoskr.core.scope import AXES
-from ratatoskr.memory.search.cosine import row_norms
+from ratatoskr.memory.search.changes import Scratch, place, prepare
+from ratatoskr.memory.search.cosine import I64, row_norms
 from ratatoskr.memory.search.mirror import (
     ARRAYS,
     CHANGED_COLUMNS,
     RECORD_INLINE,
     Changed,
-    Objects,
     VectorMirror,
     headroom,
     id_hashes,
@@ -45,6 +45,9 @@ from ratatoskr.sqlite.scope_sql import placeholders
 LOAD_ROWS = 16384  # rows per read transaction of a load
 BLOCK_BYTES = 16 << 20  # vector bytes copied between two pauses
 LIST_BLOCK = 16384  # Python items handled between two pauses (about a millisecond)
+# ids mapped to their rows between two pauses: each id's string is read where it lies in
+# memory, and at a million ids a block of LIST_BLOCK held the GIL for 8 ms (20 at most)
+INDEX_BLOCK = 2048
 FETCH_IDS = 500  # ids per statement when reading changed chunks
 
 Pause = Callable[[], None]
@@ -85,6 +88,21 @@ def read_changes(
     found: list[Changed] = chunk_rows(conn, CHANGED_COLUMNS, ids, pause, per_step)
     present = {r[0] for r in found}
     return head, upto, found, [cid for cid in ids if cid not in present]
+
+
+def catch_up(
+    db: Database, copy: VectorMirror, pause: Pause, scratch: Scratch, limit: int, backlog: int
+) -> None:
+    """Apply the log to ``copy`` (not serving: no lock), ``limit`` entries per read, until
+    it is within ``backlog`` entries of the head."""
+    while True:
+        pause()
+        with db.read() as conn:
+            head, upto, found, gone = read_changes(conn, copy.seq, limit)
+        place(copy, prepare(copy, found, scratch), gone)
+        copy.seq = upto
+        if head - upto <= backlog:
+            return
 
 
 def chunk_rows(
@@ -131,11 +149,13 @@ def _blocks(count: int, size: int) -> Iterator[tuple[int, int]]:
         yield lo, min(count, lo + size)
 
 
-def _index(ids: Objects, count: int, pause: Pause) -> RowIndex:
-    """Each of the first ``count`` ids to its row, a block between two pauses."""
+def _index(mirror: VectorMirror, count: int, pause: Pause) -> RowIndex:
+    """Each of the first ``count`` ids of ``mirror`` (their hashes in place) to its row,
+    a block between two pauses."""
     rows = RowIndex()
-    for lo, hi in _blocks(count, LIST_BLOCK):
-        rows.assign(ids[lo:hi], np.arange(lo, hi, dtype=np.int64))
+    for lo, hi in _blocks(count, INDEX_BLOCK):
+        at = np.arange(lo, hi, dtype=np.int64)
+        rows.assign(mirror.ids[lo:hi], at, mirror.id_hashes[lo:hi])
         pause()
     return rows
 
@@ -224,7 +244,7 @@ def load(
     place[order] = np.arange(count)
     ordered = order.tolist()
     values = mirror.values
-    mirror._reset(capacity(count))  # room for a later regroup of a store grown a little
+    mirror._reset(capacity(count))  # room for a regroup's copy, of a store grown since
     mirror.values = values
     mirror.codes[:, :count] = codes[:, order]
     del codes
@@ -240,7 +260,7 @@ def load(
         mirror.records[lo:hi] = pick(records, part)
         pause()
     del ids, payloads, records, ordered
-    mirror.rows = _index(mirror.ids, count, pause)
+    mirror.rows = _index(mirror, count, pause)
     mirror.record_bytes = record_bytes
     mark("load-sorted")
     _place_vectors(db, mirror, np.array(rowids, dtype=np.int64), place, pause)
@@ -271,16 +291,24 @@ def copy_bytes(live: VectorMirror) -> int:
     return (live.n - live.dead) * live.bytes_per_row
 
 
-def regrouped(live: VectorMirror, pause: Pause, spare: VectorMirror | None = None) -> VectorMirror:
-    """A copy of ``live``'s rows (as of its ``seq``), grouped by scope again, with the
-    values no live row holds dropped from the code tables. Call from the only thread that
-    changes ``live`` (so it reads it without the lock). ``spare``: the rows the previous
-    regroup replaced, whose arrays the copy is built in when they have room (``_room``)."""
+class Plan(NamedTuple):
+    """What a regroup takes of the live mirror at one instant (``plan``): the rows alive at
+    its ``seq``, their axis codes renumbered to the values those rows hold, and the code
+    tables that renumbering makes."""
+
+    seq: int
+    alive: I64
+    codes: npt.NDArray[np.int32]
+    values: list[dict[str, int]]
+
+
+def plan(live: VectorMirror, pause: Pause) -> Plan:
+    """The regroup's view of ``live``: call while nothing changes it (``pause`` must not
+    let a follow run), since its code tables are read a block at a time."""
     n, seq = live.n, live.seq
     alive = np.flatnonzero(live.alive[:n])
-    count = len(alive)
-    copy = _room(live, count, spare)
-    codes = np.empty((len(AXES), count), dtype=np.int32)
+    codes = np.empty((len(AXES), len(alive)), dtype=np.int32)
+    tables: list[dict[str, int]] = []
     for axis_index in range(len(AXES)):
         held = live.codes[axis_index, alive]
         table = live.values[axis_index]
@@ -294,11 +322,28 @@ def regrouped(live: VectorMirror, pause: Pause, spare: VectorMirror | None = Non
         while chunk := list(islice(items, LIST_BLOCK)):
             values.update((v, int(remap[c])) for v, c in chunk if remap[c])
             pause()
-        copy.values[axis_index] = values
-    by_scope = np.lexsort(codes[::-1])
+        tables.append(values)
+    return Plan(seq, alive, codes, tables)
+
+
+def regrouped(
+    live: VectorMirror, planned: Plan, pause: Pause, spare: VectorMirror | None = None
+) -> VectorMirror:
+    """A copy of ``live``'s rows as ``planned``, grouped by scope again, with the values no
+    live row holds dropped from the code tables. ``live`` is read without its lock while
+    follows may change it: every row they change is in the log after the plan's ``seq``,
+    which the worker applies to the copy before swapping it in, so a row read mid-change
+    is overwritten then. ``spare``: the rows the previous regroup replaced (or the load
+    made room in: ``spare_for``), whose arrays the copy is built in when they have room
+    (``_room``)."""
+    alive = planned.alive
+    count = len(alive)
+    copy = _room(live, count, spare)
+    copy.values = list(planned.values)
+    by_scope = np.lexsort(planned.codes[::-1])
     order = alive[by_scope]
-    copy.codes[:, :count] = codes[:, by_scope]
-    del codes, by_scope
+    copy.codes[:, :count] = planned.codes[:, by_scope]
+    del by_scope
     rows_per_block = max(1, BLOCK_BYTES // (4 * live.dim))
     for lo, hi in _blocks(count, rows_per_block):
         np.take(live.matrix, order[lo:hi], axis=0, out=copy.matrix[lo:hi], mode="clip")
@@ -310,22 +355,23 @@ def regrouped(live: VectorMirror, pause: Pause, spare: VectorMirror | None = Non
         for lo, hi in _blocks(count, LIST_BLOCK):  # ``live``'s arrays may be regrown between
             np.take(getattr(live, name), order[lo:hi], out=getattr(copy, name)[lo:hi], mode="clip")
             pause()
-    copy.rows = _index(copy.ids, count, pause)
+    copy.rows = _index(copy, count, pause)
     copy.record_bytes = 0
     for lo, hi in _blocks(count, LIST_BLOCK):
         copy.record_bytes += _held_bytes(copy.records[lo:hi].tolist())
     copy.n = copy.sorted_n = count
     copy._by_code, copy._sorted_codes = grouped_orders(copy.codes, count, pause)
-    copy.seq = seq  # rows the worker changed since are in the log after it
+    copy.seq = planned.seq  # rows changed since are in the log after it
     return copy
 
 
 def capacity(count: int) -> int:
-    """The rows a regroup's copy of ``count`` live rows is made with: their headroom, and
-    an eighth of it more, so that the next regroup can build in these arrays when the
-    store has grown a little meanwhile (a copy needs ``count + headroom(count)``)."""
-    room = headroom(count)
-    return count + room + room // 8
+    """The rows a load or a regroup makes arrays of ``count`` live rows with: room for the
+    copy the next regroup makes in them (a copy needs ``count + headroom(count)``) when
+    the store has grown meanwhile by as many rows as make a regroup due (half the
+    headroom). The pages past the rows are not touched until written."""
+    grown = count + headroom(count) // 2
+    return grown + headroom(grown)
 
 
 def release(spare: VectorMirror, pause: Pause) -> None:
@@ -338,6 +384,26 @@ def release(spare: VectorMirror, pause: Pause) -> None:
         for lo, hi in _blocks(len(array), LIST_BLOCK):
             array[lo:hi] = None
             pause()
+
+
+def spare_for(live: VectorMirror, pause: Pause) -> VectorMirror:
+    """Arrays a first regroup of ``live`` builds its copy in (``_room``), made now, with the
+    pages its rows take written, a block between two pauses. New memory costs the process
+    its first write to each page: with the huge pages the matrix is advised to use, the
+    kernel compacts memory for them, here 3 s of CPU for the 1.5 GB of 1M x 384, twice
+    what the regroup's copying costs. A load pays it while the searches run in SQL; a
+    first regroup would pay it while they run beside it."""
+    spare = VectorMirror(live.dim, live.max_bytes)
+    spare._reset(capacity(live.n))
+    rows_per_block = max(1, BLOCK_BYTES // (4 * live.dim))
+    for lo, hi in _blocks(live.n, rows_per_block):
+        spare.matrix[lo:hi] = 0.0
+        pause()
+    for name in ("inv_norms", "norms", "alive", "id_hashes", "revisions", "wide"):
+        getattr(spare, name)[: live.n] = 0
+    spare.codes[:, : live.n] = 0
+    pause()
+    return spare
 
 
 def _room(live: VectorMirror, count: int, spare: VectorMirror | None) -> VectorMirror:

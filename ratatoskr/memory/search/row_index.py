@@ -57,12 +57,21 @@ class RowIndex:
         for chunk_id, row in pairs:
             shards[hash(chunk_id) & _MASK][chunk_id] = row
 
-    def assign(self, ids: npt.NDArray[np.object_], rows: npt.NDArray[np.int64]) -> None:
+    def assign(
+        self,
+        ids: npt.NDArray[np.object_],
+        rows: npt.NDArray[np.int64],
+        hashes: npt.NDArray[np.int64] | None = None,
+    ) -> None:
         """Each of ``ids`` (an object array of chunk ids) to the row beside it in ``rows``:
-        grouped by shard first, so that each shard takes its part in one dict update."""
+        grouped by shard first, so that each shard takes its part in one dict update.
+        ``hashes``: the ids' ``hash()``, when the caller holds them (a mirror does), so
+        the ids' scattered strings are read once fewer."""
         if not len(ids):
             return
-        shard_of = np.fromiter(map(hash, ids), dtype=np.int64, count=len(ids)) & _MASK
+        if hashes is None:
+            hashes = np.fromiter(map(hash, ids), dtype=np.int64, count=len(ids))
+        shard_of = hashes & _MASK
         order = np.argsort(shard_of, kind="stable")
         bounds = np.searchsorted(shard_of[order], np.arange(SHARDS + 1)).tolist()
         grouped_ids, grouped_rows = ids[order].tolist(), rows[order].tolist()

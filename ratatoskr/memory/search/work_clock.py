@@ -8,6 +8,7 @@ bringing in of the rows. The tail benchmark reports it beside the searches' perc
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -46,3 +47,15 @@ class WorkClock:
         """CPU seconds per phase so far (a copy; a phase under way counts up to its last
         change of phase)."""
         return dict(self._spent)
+
+
+def thread_cpu_seconds(thread: threading.Thread) -> float | None:
+    """The CPU time ``thread`` has used so far (its own clock); ``None`` when it is not
+    running."""
+    ident = thread.ident
+    if ident is None or not thread.is_alive():
+        return None
+    try:
+        return time.clock_gettime(time.pthread_getcpuclockid(ident))
+    except OSError:  # it ended just now
+        return None

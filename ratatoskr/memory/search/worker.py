@@ -16,24 +16,25 @@ no search ever waits for that work.
   answers beside the mirror (or in SQL, a long burst later) while the worker catches up.
 - **follow on a search's thread**: a long search (a whole tenant at a million rows), its
   hits computed, brings the log in itself (``follow_here``), unless the worker is changing
-  the mirror just then. On two busy cores the worker's follow otherwise runs beside the
-  next short search and takes its core, the GIL or the lock; on the long search's thread
-  it runs between two searches. For ``DEFER_SECONDS`` after one did, the worker leaves
-  the log to them (unless a search finds it far ahead: ``poke``).
+  the mirror just then: between two searches of that thread, rather than beside the next
+  short one, taking its core, the GIL or the lock. For ``DEFER_SECONDS`` after one did,
+  the worker leaves the log to them (unless a search finds it far ahead: ``poke``).
 - **touch ahead**: after each follow it writes the places just past the rows, so the first
   write to those pages is not a follow's (``touch_ahead.py``).
 - **regroup**: when the unsorted tail or the dead rows pass their share, and the mirror is
-  being searched, it builds a sorted copy beside the live mirror (``build.regrouped``),
-  brings the copy up to the log, and swaps it in under the lock. The copy counts against
-  the budget: when the live mirror and the copy do not both fit, it regroups in place,
-  in steps of a bounded pause (``inplace.py``).
+  being searched, it notes the live rows (``build.plan``), then builds a sorted copy
+  beside the live mirror (``build.regrouped``), in the arrays the last regroup replaced
+  or the load made room in, while the live mirror goes on following the log; it brings
+  the copy up to the log and swaps it in under the lock. The copy counts against the
+  budget: when the live mirror and the copy do not both fit, it regroups in place, in
+  steps of a bounded pause (``inplace.py``).
 
 Its thread's CPU time is kept by phase (``work_clock.py``): what each part of this work
 costs the searches on a busy machine (a search's follow keeps its own: ``here_by_phase``).
-Only one thread changes the mirror at a time: the worker, for a whole cycle, or a search
-following the log (``_changing``). Whatever fails (the file replaced or unreadable,
-memory) leaves the live mirror as it was, serving; the worker tries again after
-``RETRY_SECONDS``. ``stop`` ends it within one step, a load included.
+Only one thread changes the mirror at a time (``_changing``): the worker, for a cycle
+(but while a regroup builds beside it), or a search following the log. Whatever fails
+(the file replaced or unreadable, memory) leaves the live mirror as it was, serving; the
+worker tries again after ``RETRY_SECONDS``. ``stop`` ends it within one step, a load included.
 """
 
 from __future__ import annotations
@@ -55,7 +56,7 @@ from ratatoskr.memory.search.mirror import Changed, VectorMirror
 from ratatoskr.memory.search.overlay import ChangeView
 from ratatoskr.memory.search.row_index import RowIndex
 from ratatoskr.memory.search.touch_ahead import TouchAhead
-from ratatoskr.memory.search.work_clock import WorkClock
+from ratatoskr.memory.search.work_clock import WorkClock, thread_cpu_seconds
 from ratatoskr.sqlite.database import Database
 
 POLL_SECONDS = 0.02  # how often an idle worker looks at the change log
@@ -72,10 +73,6 @@ FOLLOW_IDLE_SECONDS = 5.0  # a mirror no search asked of for this long is not fo
 STOP_SECONDS = 10.0  # ``stop`` waits this long for the thread
 
 logger = logging.getLogger("ratatoskr.memory")
-
-
-def _nothing() -> None:
-    """A search's thread following the log steps aside for no one."""
 
 
 class MirrorWorker:
@@ -98,6 +95,7 @@ class MirrorWorker:
         # copy in their arrays (kept while a copy fits the budget: ``build._room``)
         self._spare: VectorMirror | None = None
         self._scratch = changes.Scratch()  # the vectors of the batch being brought in
+        self._copy_scratch = changes.Scratch()  # the same, into a copy (the live one follows)
         self._touched = TouchAhead()  # the places past the rows written before a follow
         self._failing = False
         self._followed_at = 0.0
@@ -118,22 +116,14 @@ class MirrorWorker:
         self._thread.start()
 
     def cpu_seconds(self) -> float | None:
-        """The CPU time the worker's thread has used so far (its own clock: what its work
-        takes from the searches on a busy machine); ``None`` when it is not running."""
-        ident = self._thread.ident
-        if ident is None or not self._thread.is_alive():
-            return None
-        try:
-            return time.clock_gettime(time.pthread_getcpuclockid(ident))
-        except OSError:  # it ended just now
-            return None
+        """The CPU time the worker's thread has used so far (what its work takes from the
+        searches on a busy machine); ``None`` when it is not running."""
+        return thread_cpu_seconds(self._thread)
 
     def cpu_by_phase(self) -> dict[str, float]:
-        """The CPU seconds the worker's thread has spent so far in each phase of its work:
-        ``load``, ``follow: read`` (the changed rows, from the file), ``follow: prepare``,
-        ``follow: place`` (into the live mirror), ``regroup: build`` (the sorted copy, or
-        ``regroup: in place``), ``regroup: catch up`` (the log, into the copy),
-        ``regroup: release``, ``waiting`` (for the searches under way) and ``other``."""
+        """The CPU seconds its thread has spent so far by phase: ``load``, ``follow: read``,
+        ``follow: prepare``, ``follow: place``, ``regroup: build`` (or ``in place``),
+        ``regroup: catch up``, ``regroup: release``, ``waiting`` and ``other``."""
         return self._work.seconds()
 
     def here_by_phase(self) -> dict[str, float]:
@@ -160,11 +150,8 @@ class MirrorWorker:
 
     def follow_here(self) -> bool:
         """On a long search's thread, its hits computed: bring the log's next entries (up
-        to ``FOLLOW_HERE_ENTRIES``: a bounded cost for the search) into the mirror now,
-        unless the worker is changing it. Done here, the follow runs between two searches
-        of that thread instead of beside the next short one (the worker then leaves the
-        log to such searches: ``DEFER_SECONDS``). Whether it followed; a failure is left
-        to the worker, which meets it again."""
+        to ``FOLLOW_HERE_ENTRIES``) into the mirror now, unless the worker is changing it.
+        Whether it followed; a failure is left to the worker, which meets it again."""
         mirror = self.mirror
         if not mirror.ready or self._stopping.is_set():
             return False
@@ -290,46 +277,29 @@ class MirrorWorker:
                 time.sleep(QUIET_POLL_SECONDS)
 
     def _pause(self) -> None:
-        """Between two steps of a regroup: let a long search follow the log meanwhile
-        (``follow_here``: a regroup at a million rows takes seconds), and keep the live
-        mirror current when none did."""
-        self._changing.release()
-        try:
-            self._at("regroup-pause")
-            self._yield()
-            self._quiet()
-        finally:
-            self._changing.acquire()
-        now = time.monotonic()
-        if (
-            self.mirror.ready
-            and now - self._followed_at >= PAUSE_FOLLOW_SECONDS
-            and not self._deferred(now)
-        ):
-            self._follow()
-        self._touched.run(self.mirror, self._quiet, self._work, steps=1)
+        """Between two steps of an in-place regroup (which holds the mirror): as between
+        two of a build, a long search may follow the log meanwhile (``follow_here``)."""
+        with self._beside():
+            self._step_aside()
 
     # -- load --------------------------------------------------------------------------
 
     def _load(self) -> None:
         mirror = self.mirror
-        if mirror.over_budget and self._budget_head is not None:
-            with self.db.read() as conn:
-                head = conn.execute("SELECT coalesce(max(seq), 0) FROM memory_changes")
-                if int(head.fetchall()[0][0]) == self._budget_head:
-                    return  # nothing changed since it did not fit
+        if mirror.over_budget and self._log_head() == self._budget_head:
+            return  # nothing changed since it did not fit
         self._at("load-started")
         with self._work.phase("load"):
             fresh = build.load(self.db, mirror.dim, mirror.max_bytes, self._yield, self._at)
         if fresh is None:
-            with self.db.read() as conn:
-                head = conn.execute("SELECT coalesce(max(seq), 0) FROM memory_changes")
-                self._budget_head = int(head.fetchall()[0][0])
+            self._budget_head = self._log_head()
             mirror.over_budget = True
             self._notify()
             return
         self._at("load-scanned")
         with self._work.phase("load"):
+            if fresh.used_bytes() + build.copy_bytes(fresh) <= mirror.max_bytes:
+                self._spare = build.spare_for(fresh, self._yield)  # a first regroup's copy
             self._catch_up(fresh, self._yield)
         if fresh.used_bytes() > mirror.max_bytes:
             mirror.over_budget = True
@@ -342,6 +312,11 @@ class MirrorWorker:
             mirror.ready = True
         del old
         self._notify()
+
+    def _log_head(self) -> int:
+        with self.db.read() as conn:
+            head = conn.execute("SELECT coalesce(max(seq), 0) FROM memory_changes")
+            return int(head.fetchall()[0][0])
 
     def _drop(self, over_budget: bool = False) -> None:
         """Stop serving from the mirror (searches go to SQL) and free it; the next cycle
@@ -389,7 +364,7 @@ class MirrorWorker:
     def _manner(self, here: bool) -> tuple[Callable[[], None], WorkClock]:
         """How a follow steps aside before each step, and the clock its CPU time goes to:
         on a search's thread (``here``) it steps aside for no one, on its own clock."""
-        return (_nothing, self._here_work) if here else (self._quiet, self._work)
+        return (lambda: None, self._here_work) if here else (self._quiet, self._work)
 
     def _apply(
         self,
@@ -434,14 +409,7 @@ class MirrorWorker:
 
     def _catch_up(self, copy: VectorMirror, pause: build.Pause) -> None:
         """Apply the log to ``copy`` (not serving: no lock) until it is nearly current."""
-        while True:
-            pause()
-            with self.db.read() as conn:
-                head, upto, found, gone = build.read_changes(conn, copy.seq, FOLLOW_ENTRIES)
-            changes.place(copy, changes.prepare(copy, found, self._scratch), gone)
-            copy.seq = upto
-            if head - upto <= SWAP_BACKLOG:
-                return
+        build.catch_up(self.db, copy, pause, self._copy_scratch, FOLLOW_ENTRIES, SWAP_BACKLOG)
 
     def _swap(self, copy: VectorMirror) -> VectorMirror:
         """Under the live mirror's lock: swap in ``copy``, caught up with the log as
@@ -467,11 +435,15 @@ class MirrorWorker:
             return
         spare, self._spare = self._spare, None
         with self._work.phase("regroup: build"):
-            copy = build.regrouped(mirror, self._pause, spare)
-        del spare
-        self._at("regroup-built")
+            planned = build.plan(mirror, self._yield)  # nothing follows the log meanwhile
+            with self._beside():  # the copy is built while the live mirror follows the log
+                copy = build.regrouped(mirror, planned, self._step_aside, spare)
+                del spare, planned
+                self._at("regroup-built")
+                with self._work.phase("regroup: catch up"):
+                    self._catch_up(copy, self._step_aside)
         with self._work.phase("regroup: catch up"):
-            self._catch_up(copy, self._pause)
+            self._catch_up(copy, self._yield)  # the last entries, the live mirror still
         with mirror.lock:
             old = self._swap(copy)
             old.rows, old.values = RowIndex(), []  # of the rows replaced, only the arrays are kept:
@@ -480,9 +452,38 @@ class MirrorWorker:
             mirror.searched = False
         del copy
         self._notify()
-        with self._work.phase("regroup: release"):
-            build.release(old, self._pause)
+        with self._work.phase("regroup: release"), self._beside():
+            build.release(old, self._step_aside)
         self._at("regroup-released")
+
+    @contextmanager
+    def _beside(self) -> Iterator[None]:
+        """While a regroup builds its copy and catches it up, the live mirror is not the
+        worker's: a long search's thread follows the log into it (``follow_here``), or the
+        worker between two steps (``_step_aside``); taken back for the swap."""
+        self._changing.release()
+        try:
+            yield
+        finally:
+            self._changing.acquire()
+
+    def _step_aside(self) -> None:
+        """Between two steps of a regroup's build: let the searches under way return, and
+        keep the live mirror current when no long search did lately."""
+        self._at("regroup-pause")
+        self._yield()
+        self._quiet()
+        now = time.monotonic()
+        if now - self._followed_at < PAUSE_FOLLOW_SECONDS or self._deferred(now):
+            return
+        if not self._changing.acquire(blocking=False):
+            return  # a long search's thread is following it
+        try:
+            if self.mirror.ready:
+                self._follow()
+            self._touched.run(self.mirror, self._quiet, self._work, steps=1)
+        finally:
+            self._changing.release()
 
     @contextmanager
     def _locked_step(self) -> Iterator[None]:
