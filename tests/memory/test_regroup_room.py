@@ -37,7 +37,8 @@ def test_a_regroup_builds_its_copy_in_the_arrays_the_last_one_replaced(tmp_path:
                 pair.agree()
             assert released.reached.wait(30)
             spare = worker._spare  # kept for the next regroup: its arrays, none of its objects
-            assert spare is not None and spare.matrix is replaced[-1] and not len(spare.rows)
+            assert spare is not None and spare.matrix is replaced[-1]
+            assert not len(spare.rows) and not spare.values  # its id map and code tables too
             held = spare.ids.tolist() + spare.keys.tolist() + spare.records.tolist()
             assert held and all(value is None for value in held)
             pair.agree()

@@ -54,7 +54,6 @@ from ratatoskr.memory.search.holds import Stopped, reach
 from ratatoskr.memory.search.in_flight import InFlight
 from ratatoskr.memory.search.mirror import Changed, VectorMirror
 from ratatoskr.memory.search.overlay import ChangeView
-from ratatoskr.memory.search.row_index import RowIndex
 from ratatoskr.memory.search.touch_ahead import TouchAhead
 from ratatoskr.memory.search.work_clock import WorkClock, thread_cpu_seconds
 from ratatoskr.sqlite.database import Database
@@ -446,8 +445,7 @@ class MirrorWorker:
             self._catch_up(copy, self._yield)  # the last entries, the live mirror still
         with mirror.lock:
             old = self._swap(copy)
-            old.rows, old.values = RowIndex(), []  # of the rows replaced, only the arrays are kept:
-            self._spare = old  # the next regroup builds its copy in them
+            self._spare = old  # the next regroup builds its copy in its arrays
             mirror.regroups += 1
             mirror.searched = False
         del copy
@@ -468,18 +466,18 @@ class MirrorWorker:
             self._changing.acquire()
 
     def _step_aside(self) -> None:
-        """Between two steps of a regroup's build: let the searches under way return, and
-        keep the live mirror current when no long search did lately."""
+        """Between two steps of a regroup's build: let the searches under way return, keep
+        the live mirror current when no long search did lately, and write its next places
+        (``touch_ahead.py``: a long search's follow writes there too)."""
         self._at("regroup-pause")
         self._yield()
         self._quiet()
-        now = time.monotonic()
-        if now - self._followed_at < PAUSE_FOLLOW_SECONDS or self._deferred(now):
-            return
-        if not self._changing.acquire(blocking=False):
-            return  # a long search's thread is following it
+        with self._work.phase("waiting"):  # a long search's follow runs alone till done
+            self._changing.acquire()
         try:
-            if self.mirror.ready:
+            now = time.monotonic()
+            followed = now - self._followed_at < PAUSE_FOLLOW_SECONDS or self._deferred(now)
+            if self.mirror.ready and not followed:
                 self._follow()
             self._touched.run(self.mirror, self._quiet, self._work, steps=1)
         finally:
