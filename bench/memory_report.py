@@ -217,7 +217,9 @@ def memory_lines(cfg: argparse.Namespace) -> list[str]:
         "resident memory (`RssAnon`, which leaves out the memory-mapped database pages the "
         "load reads) grew by "
         f"{cfg.mirror_rss / 1e6:,.0f} MB ({cfg.mirror_rss / live:,.0f} B per chunk) when a "
-        f"store opened on the file and its worker loaded the mirror, which took "
+        "store opened on the file and its worker loaded the mirror (and, the budget holding "
+        "a regroup's copy too, wrote the pages of the arrays its first regroup builds in), "
+        f"which took "
         f"{cfg.mirror_load_s:,.2f} s (searches meanwhile run the SQL path). "
         "`RATATOSKR_MEMORY_MIRROR_BYTES` caps it (default 4 GiB; `0` = SQL search only).",
     ]
