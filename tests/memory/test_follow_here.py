@@ -49,6 +49,23 @@ def _behind(pair: Pair) -> int:
     return head
 
 
+def _follows_between_steps(pair: Pair, skip: int) -> None:
+    """With the worker held between two steps of a regroup (after ``skip``), long searches
+    follow the writes made meanwhile, each answering as the reference."""
+    ours, worker = pair.ours, pair.ours.engine.worker
+    assert worker is not None and ours.mirror is not None
+    with holding("regroup-pause", worker, skip=skip) as paused:
+        pair.write(150, rewrite=40)  # the tail outgrows its share
+        worker.poke()
+        assert paused.reached.wait(30)
+        for _ in range(3):
+            head = _behind(pair)
+            ours.search(pair.rng.standard_normal(DIM).tolist(), top_k=3)  # long: follows
+            assert _seq(ours) == head
+            pair.agree()
+        assert ours.mirror.regroups == 0
+
+
 @pytest.mark.usefixtures("quiet_worker")
 def test_a_long_search_leaves_the_mirror_at_the_head_and_a_short_one_does_not(
     tmp_path: Path,
@@ -98,19 +115,9 @@ def test_a_long_search_follows_the_log_between_two_steps_of_a_regroup(
     # in place: room for the live mirror as it grows here, not for a copy beside it
     budget = memory_mirror.bytes_per_row(DIM) * 900 if in_place else None
     pair = filled(tmp_path, seed=53, mirror_bytes=budget)
-    ours, rng = pair.ours, pair.rng
-    worker = ours.engine.worker
-    assert worker is not None and ours.mirror is not None
-    with holding("regroup-pause", worker, skip=2) as paused:
-        pair.write(150, rewrite=40)  # the tail outgrows its share
-        worker.poke()
-        assert paused.reached.wait(30)  # mid-regroup, the worker between two steps
-        for _ in range(3):
-            head = _behind(pair)
-            ours.search(rng.standard_normal(DIM).tolist(), top_k=3)  # long: follows
-            assert _seq(ours) == head
-            pair.agree()
-        assert ours.mirror.regroups == 0
+    ours, worker = pair.ours, pair.ours.engine.worker
+    assert worker is not None
+    _follows_between_steps(pair, skip=2)
     worker.poke()
     assert ours.engine.wait_until(lambda m: m.regroups >= 1, 30)
     settled(ours)
@@ -237,17 +244,8 @@ def test_a_long_search_follows_the_log_while_a_regroup_builds_its_copy(
     ours, rng = pair.ours, pair.rng
     worker = ours.engine.worker
     assert worker is not None and ours.mirror is not None
-    with holding("regroup-pause", worker, skip=steps) as paused:
-        pair.write(150, rewrite=40)  # the tail outgrows its share
-        worker.poke()
-        assert paused.reached.wait(30)  # the worker between two steps of the build
-        for _ in range(3):
-            head = _behind(pair)
-            ours.search(rng.standard_normal(DIM).tolist(), top_k=3)  # long: follows
-            assert _seq(ours) == head
-            pair.agree()
-        assert ours.mirror.regroups == 0
-    with holding("regroup-built", worker) as built:
+    with holding("regroup-built", worker) as built:  # held before the build goes on
+        _follows_between_steps(pair, skip=steps)
         assert built.reached.wait(30)  # built; not caught up with the log
         head = _behind(pair)
         ours.search(rng.standard_normal(DIM).tolist(), top_k=3)

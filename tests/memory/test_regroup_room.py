@@ -30,7 +30,7 @@ def test_a_regroup_builds_its_copy_in_the_arrays_the_last_one_replaced(tmp_path:
             with holding("regroup-built", worker) as built:
                 # the deletes commit after the rest: fewer than a regroup's minimum, so a
                 # worker that regroups between the two commits has no second regroup due
-                pair.write(40, rewrite=60, delete=memory_mirror.REGROUP_MIN - 2)
+                pair.write(20, rewrite=70, delete=memory_mirror.REGROUP_MIN - 2)
                 pair.agree()  # searched: a regroup is due
                 assert built.reached.wait(30)
                 replaced.append(ours.mirror.matrix)  # the rows this regroup replaces
