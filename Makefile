@@ -40,12 +40,17 @@ test: system-packages lint
 console-screenshots: $(STAMP)
 	RATATOSKR_CONSOLE_SCREENSHOTS=docs/console $(PY) -m pytest -q tests/console/test_browser.py
 
-# 100k x 768 (with Chroma and LanceDB when the optional extra is installed:
-# pip install -e '.[peers]'; without it they are skipped), then 1M x 384, the SQL route
-# beside a busy thread, upsert_many from 1 and 2 processes and the HTTP load test (their
-# figures are printed; the notes of docs/performance.md quote them), then the client
-# bench. ~30 min in all.
-bench: $(STAMP)
+# the optional peers extra (Chroma and LanceDB), which only the benchmark uses
+PEERS_STAMP := $(VENV)/.peers-stamp
+$(PEERS_STAMP): $(STAMP)
+	$(PY) -m pip install --quiet -e '.[peers]'
+	touch $(PEERS_STAMP)
+
+# 100k x 768 beside numpy, plain sqlite-vec, Chroma and LanceDB (the peers extra, installed
+# first), then 1M x 384, the SQL route beside a busy thread, upsert_many from 1 and 2
+# processes and the HTTP load test (their figures are printed; the notes of
+# docs/performance.md quote them), then the client bench. ~30 min in all.
+bench: $(PEERS_STAMP)
 	$(PY) -m bench.memory_search --peers --tail 30
 	$(MAKE) bench-1m
 	$(MAKE) bench-sql-gil
