@@ -39,6 +39,7 @@ from ratatoskr.memory.search.mirror import (
 )
 from ratatoskr.memory.search.ranking import inverse_norms, pick
 from ratatoskr.memory.search.row_index import RowIndex
+from ratatoskr.memory.search.touch_ahead import write_places
 from ratatoskr.sqlite.database import Database
 from ratatoskr.sqlite.scope_sql import placeholders
 
@@ -403,12 +404,8 @@ def spare_for(live: VectorMirror, pause: Pause) -> VectorMirror:
     spare._reset(capacity(live.n))
     rows_per_block = max(1, BLOCK_BYTES // (4 * live.dim))
     for lo, hi in _blocks(live.n, rows_per_block):
-        spare.matrix[lo:hi] = 0.0
+        write_places(spare, lo, hi)
         pause()
-    for name in ("inv_norms", "norms", "alive", "id_hashes", "revisions", "wide"):
-        getattr(spare, name)[: live.n] = 0
-    spare.codes[:, : live.n] = 0
-    pause()
     return spare
 
 

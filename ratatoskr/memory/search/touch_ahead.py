@@ -50,15 +50,8 @@ class TouchAhead:
         return lo, min(end, lo + max(1, STEP_BYTES // row_bytes))
 
     def touch(self, mirror: VectorMirror, lo: int, hi: int) -> None:
-        """Write zeros into places ``lo:hi`` past the rows (as ``due`` gave them), in each
-        per-row array numpy leaves untouched (an object array is filled with None as it
-        is made: ``mirror.objects``)."""
-        for name in ARRAYS:
-            array = getattr(mirror, name)
-            if name == "codes":  # one row per axis, a column per row
-                array[:, lo:hi] = 0
-            elif array.dtype != object:
-                array[lo:hi] = 0
+        """Write zeros into places ``lo:hi`` past the rows (as ``due`` gave them)."""
+        write_places(mirror, lo, hi)
         self.upto = hi
 
     def run(
@@ -76,3 +69,15 @@ class TouchAhead:
             with work.phase("touch ahead"):
                 self.touch(mirror, *places)
             done += 1
+
+
+def write_places(mirror: VectorMirror, lo: int, hi: int) -> None:
+    """Write zeros into places ``lo:hi`` that hold no row, in each per-row array numpy
+    leaves untouched (an object array is filled with None as it is made:
+    ``mirror.objects``), so their pages are there before a row is written into them."""
+    for name in ARRAYS:
+        array = getattr(mirror, name)
+        if name == "codes":  # one row per axis, a column per row
+            array[:, lo:hi] = 0
+        elif array.dtype != object:
+            array[lo:hi] = 0

@@ -285,7 +285,8 @@ class MirrorWorker:
 
     def _load(self) -> None:
         mirror = self.mirror
-        if mirror.over_budget and self._log_head() == self._budget_head:
+        head = self._budget_head if mirror.over_budget else None
+        if head is not None and self._log_head() == head:
             return  # nothing changed since it did not fit
         self._at("load-started")
         with self._work.phase("load"):
